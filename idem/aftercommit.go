@@ -1,0 +1,68 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// ErrNoTransaction is returned by [AfterCommit] when ctx does not come from a
+// transaction started by [Run] or by the middleware.
+var ErrNoTransaction = errors.New("idem: no idemkit transaction in context")
+
+type afterCommitKey struct{}
+
+type afterCommitList struct {
+	mu  sync.Mutex // guards fns
+	fns []func(context.Context)
+}
+
+// AfterCommit registers f to run once the transaction that ctx belongs to has
+// committed: after a real commit only, never when the transaction rolls back,
+// and never when the middleware answers a replay from a stored result. If Run
+// calls fn again after a conflict, hooks registered by the lost attempt are
+// dropped. Hooks run in registration order, on the caller's goroutine, with a
+// context that is not cancelled when the request is.
+//
+// Use it for outbound effects that must follow the change (see package
+// sideeffect); ctx must be the context passed to a [HandlerFor] or to the fn
+// of [Run].
+func AfterCommit(ctx context.Context, f func(ctx context.Context)) error {
+	l, _ := ctx.Value(afterCommitKey{}).(*afterCommitList)
+	if l == nil {
+		return ErrNoTransaction
+	}
+	l.mu.Lock()
+	l.fns = append(l.fns, f)
+	l.mu.Unlock()
+	return nil
+}
+
+// Run is s.Run with [AfterCommit] hooks: fn may register hooks on its ctx,
+// and Run calls those of the attempt that committed after Run's commit
+// succeeded.
+func Run(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) error {
+	var l *afterCommitList
+	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
+		l = &afterCommitList{}
+		return fn(context.WithValue(ctx, afterCommitKey{}, l), tx)
+	})
+	if err != nil {
+		return err
+	}
+	l.run(context.WithoutCancel(ctx))
+	return nil
+}
+
+func (l *afterCommitList) run(ctx context.Context) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	fns := l.fns
+	l.fns = nil
+	l.mu.Unlock()
+	for _, f := range fns {
+		f(ctx)
+	}
+}

@@ -1,0 +1,173 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// A Key names one document: a short collection name and an id within it.
+//
+// Collection is 1..64 bytes of [a-z0-9_.-]; ID is 1..512 bytes of valid UTF-8
+// without '/' or control characters, so that every backend can use the pair
+// as a native key (a DynamoDB partition key, a Firestore document path, a
+// PostgreSQL primary key). Use [Key.Validate] to check one.
+type Key struct {
+	Collection string
+	ID         string
+}
+
+func (k Key) String() string { return k.Collection + "/" + k.ID }
+
+// Validate reports whether k is a well-formed key. Every Tx method returns
+// this error (wrapping [ErrInvalidKey]) before it touches the store.
+func (k Key) Validate() error {
+	if n := len(k.Collection); n == 0 || n > 64 {
+		return fmt.Errorf("%w: collection must be 1..64 bytes", ErrInvalidKey)
+	}
+	for i := 0; i < len(k.Collection); i++ {
+		c := k.Collection[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return fmt.Errorf("%w: collection may hold only [a-z0-9_.-]", ErrInvalidKey)
+		}
+	}
+	if n := len(k.ID); n == 0 || n > 512 {
+		return fmt.Errorf("%w: id must be 1..512 bytes", ErrInvalidKey)
+	}
+	if !utf8.ValidString(k.ID) {
+		return fmt.Errorf("%w: id must be valid UTF-8", ErrInvalidKey)
+	}
+	for _, r := range k.ID {
+		if r == '/' || r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: id may not hold '/' or control characters", ErrInvalidKey)
+		}
+	}
+	return nil
+}
+
+// A Version identifies one committed state of a document. The zero Version
+// means the document is absent. Every write gives the document a version
+// greater than any it had before; callers compare versions for equality only.
+type Version int64
+
+// Tx is one transaction on a [Store]. It is valid only inside the function
+// passed to [Store.Run] and must not be used from other goroutines
+// concurrently or after that function returns.
+//
+// Documents are JSON: doc arguments are marshaled with encoding/json and dst
+// arguments unmarshaled with it.
+type Tx interface {
+	// Get reads the document at k into dst (dst may be nil to learn only the
+	// version) and returns its version. A document that is absent, or whose
+	// expiry (see [WithExpiry]) is not after the store's clock, reports
+	// ErrNotFound and version 0. Get sees this Tx's own earlier writes.
+	Get(ctx context.Context, k Key, dst any) (Version, error)
+
+	// Create writes doc at k only if no live document is there: otherwise it
+	// returns ErrExists and writes nothing. An expired document counts as
+	// absent and is replaced.
+	Create(ctx context.Context, k Key, doc any, opts ...WriteOption) error
+
+	// Put writes doc at k whether or not a document is there
+	// (replace-by-key).
+	Put(ctx context.Context, k Key, doc any, opts ...WriteOption) error
+
+	// Update writes doc at k only if the live document there is still at
+	// version v. It returns ErrNotFound if no live document is there and
+	// ErrConflict if the document is at another version.
+	Update(ctx context.Context, k Key, v Version, doc any, opts ...WriteOption) error
+
+	// Delete removes the document at k. With v == 0 the delete is
+	// unconditional; otherwise it returns ErrConflict unless the document is
+	// at version v. Deleting an absent document returns ErrNotFound.
+	Delete(ctx context.Context, k Key, v Version) error
+
+	// As sets target to the backend's native transaction handle when target
+	// is a pointer to its type (for example *pgx.Tx), and reports whether it
+	// did. Writes made through the native handle commit or roll back with
+	// this Tx.
+	As(target any) bool
+}
+
+// Store runs transactions over documents. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Run calls fn in one serializable transaction and commits when fn
+	// returns nil. If fn returns an error, nothing fn wrote is kept and Run
+	// returns that error.
+	//
+	// When the commit loses to a concurrent transaction (a document fn read
+	// or wrote changed underneath it), or fn returns an error wrapping
+	// ErrConflict, Run calls fn again, a bounded number of times; after the
+	// last attempt it returns an error wrapping ErrConflict. So fn must have
+	// no effect outside tx.
+	//
+	// If the commit was sent but its outcome cannot be known (a connection
+	// lost during COMMIT), Run returns an error wrapping ErrUnknownOutcome:
+	// the writes may or may not have been applied.
+	Run(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// A Sweeper deletes expired documents in batches, for backends whose
+// storage has no native time-to-live. It returns how many it deleted; a
+// result below limit means no expired document was left at the time.
+type Sweeper interface {
+	Sweep(ctx context.Context, limit int) (int, error)
+}
+
+// The sentinel errors of the store contract. Backends wrap their native
+// errors so that errors.Is finds these and errors.As still finds the native
+// one.
+var (
+	// ErrNotFound: no live document at the key.
+	ErrNotFound = errors.New("idem: document not found")
+	// ErrExists: Create found a live document at the key.
+	ErrExists = errors.New("idem: document already exists")
+	// ErrConflict: a conditional write lost, or the transaction lost to a
+	// concurrent one. Run retries fn on it.
+	ErrConflict = errors.New("idem: version conflict")
+	// ErrTooLarge: a document or a transaction is over the backend's limit.
+	// Nothing was written.
+	ErrTooLarge = errors.New("idem: too large")
+	// ErrUnknownOutcome: the commit may or may not have been applied.
+	ErrUnknownOutcome = errors.New("idem: commit outcome unknown")
+	// ErrInvalidKey: a Key that fails [Key.Validate].
+	ErrInvalidKey = errors.New("idem: invalid key")
+)
+
+// A WriteOption changes how one write is stored.
+type WriteOption func(*WriteOptions)
+
+// WriteOptions is the result of applying WriteOptions; backends read it with
+// [ApplyWriteOptions].
+type WriteOptions struct {
+	// ExpiresAt, when not zero, is when the document stops being live.
+	ExpiresAt time.Time
+}
+
+// WithExpiry makes the document expire at t: from then on Get reports it
+// absent and Create may replace it, whether or not the backend has deleted it
+// yet. Backends store t in their native time-to-live field.
+func WithExpiry(t time.Time) WriteOption {
+	return func(o *WriteOptions) { o.ExpiresAt = t }
+}
+
+// ApplyWriteOptions folds opts into one WriteOptions. It is for backends.
+func ApplyWriteOptions(opts []WriteOption) WriteOptions {
+	var o WriteOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// Live reports whether a document with the given expiry is live at now.
+// A zero expiry never expires. It is for backends, so that all of them agree
+// on the boundary: a document whose expiry equals now is expired.
+func Live(expiresAt, now time.Time) bool {
+	return expiresAt.IsZero() || expiresAt.After(now)
+}

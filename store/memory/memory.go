@@ -1,0 +1,309 @@
+// Package memory is the in-process reference implementation of [idem.Store]:
+// the semantics every other backend is tested against, and a store for tests
+// and examples. Nothing survives the process.
+//
+//	s := memory.New()
+//	err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+//		return tx.Create(ctx, idem.Key{Collection: "posts", ID: "p1"}, post)
+//	})
+//
+// Transactions are optimistic: reads record the version they saw, writes are
+// buffered, and the commit checks under one mutex that nothing read or written
+// has changed since; if something has, Run calls fn again.
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// Options configure a Store. The zero value (or nil) means the defaults.
+type Options struct {
+	// Now is the store's clock, used to decide whether a document has
+	// expired. Default time.Now.
+	Now func() time.Time
+	// MaxDocumentBytes is the largest JSON document a write accepts; larger
+	// ones fail with idem.ErrTooLarge. Default 1 MiB.
+	MaxDocumentBytes int
+	// MaxAttempts bounds how many times Run calls fn when it keeps losing
+	// to concurrent transactions. Default 64.
+	MaxAttempts int
+}
+
+// Store is an in-memory idem.Store. The zero value is not usable; call New.
+type Store struct {
+	now      func() time.Time
+	maxBytes int
+	attempts int
+	seq      atomic.Int64 // last version handed out; versions are never reused
+
+	mu   sync.Mutex // guards docs
+	docs map[idem.Key]*doc
+}
+
+type doc struct {
+	data    []byte
+	version idem.Version
+	expires time.Time
+}
+
+// New returns an empty Store with default options.
+func New() *Store { return NewWithOptions(nil) }
+
+// NewWithOptions returns an empty Store; nil opts means the defaults.
+func NewWithOptions(opts *Options) *Store {
+	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[idem.Key]*doc)}
+	if opts != nil {
+		if opts.Now != nil {
+			s.now = opts.Now
+		}
+		if opts.MaxDocumentBytes > 0 {
+			s.maxBytes = opts.MaxDocumentBytes
+		}
+		if opts.MaxAttempts > 0 {
+			s.attempts = opts.MaxAttempts
+		}
+	}
+	return s
+}
+
+var errConflictCommit = fmt.Errorf("%w: a document read or written changed before commit", idem.ErrConflict)
+
+// Run implements idem.Store.
+func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < s.attempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+		}
+		t := &tx{s: s, reads: make(map[idem.Key]idem.Version), writes: make(map[idem.Key]*write)}
+		err = fn(ctx, t)
+		t.closed = true
+		if err == nil {
+			err = t.commit()
+			if err == nil {
+				return nil
+			}
+		}
+		if !errors.Is(err, idem.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+func backoff(ctx context.Context, attempt int) error {
+	limit := time.Duration(50<<min(attempt, 10)) * time.Microsecond
+	limit = min(limit, 20*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+type write struct {
+	data    []byte // nil: delete
+	version idem.Version
+	expires time.Time
+}
+
+type tx struct {
+	s      *Store
+	closed bool
+	// reads holds, for every key this tx looked at, the stored version it
+	// saw (0 for no entry), expired or not; the commit requires it unchanged.
+	reads  map[idem.Key]idem.Version
+	writes map[idem.Key]*write
+	order  []idem.Key
+}
+
+var errClosed = errors.New("memory: transaction used after Run returned")
+
+// view returns the state this tx sees at k: its own write if any, else the
+// committed document, recording the read.
+func (t *tx) view(k idem.Key) (data []byte, v idem.Version, live bool) {
+	if w, ok := t.writes[k]; ok {
+		if w.data == nil {
+			return nil, 0, false
+		}
+		return w.data, w.version, idem.Live(w.expires, t.s.now())
+	}
+	t.s.mu.Lock()
+	d := t.s.docs[k]
+	t.s.mu.Unlock()
+	if d == nil {
+		if _, seen := t.reads[k]; !seen {
+			t.reads[k] = 0
+		}
+		return nil, 0, false
+	}
+	if _, seen := t.reads[k]; !seen {
+		t.reads[k] = d.version
+	}
+	return d.data, d.version, idem.Live(d.expires, t.s.now())
+}
+
+func (t *tx) check(k idem.Key) error {
+	if t.closed {
+		return errClosed
+	}
+	return k.Validate()
+}
+
+func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if err := t.check(k); err != nil {
+		return 0, err
+	}
+	data, v, live := t.view(k)
+	if !live {
+		return 0, idem.ErrNotFound
+	}
+	if dst != nil {
+		if err := json.Unmarshal(data, dst); err != nil {
+			return 0, fmt.Errorf("memory: decoding %s: %w", k, err)
+		}
+	}
+	return v, nil
+}
+
+func (t *tx) encode(doc any) ([]byte, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("memory: encoding document: %w", err)
+	}
+	if len(b) > t.s.maxBytes {
+		return nil, fmt.Errorf("%w: document is %d bytes, limit %d", idem.ErrTooLarge, len(b), t.s.maxBytes)
+	}
+	return b, nil
+}
+
+func (t *tx) put(k idem.Key, data []byte, opts []idem.WriteOption) {
+	o := idem.ApplyWriteOptions(opts)
+	if _, ok := t.writes[k]; !ok {
+		t.order = append(t.order, k)
+	}
+	t.writes[k] = &write{data: data, version: idem.Version(t.s.seq.Add(1)), expires: o.ExpiresAt}
+}
+
+func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	if _, _, live := t.view(k); live {
+		return idem.ErrExists
+	}
+	t.put(k, b, opts)
+	return nil
+}
+
+func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	t.put(k, b, opts)
+	return nil
+}
+
+func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	_, cur, live := t.view(k)
+	if !live {
+		return idem.ErrNotFound
+	}
+	if cur != v {
+		return idem.ErrConflict
+	}
+	t.put(k, b, opts)
+	return nil
+}
+
+func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	_, cur, live := t.view(k)
+	if !live {
+		return idem.ErrNotFound
+	}
+	if v != 0 && cur != v {
+		return idem.ErrConflict
+	}
+	if _, ok := t.writes[k]; !ok {
+		t.order = append(t.order, k)
+	}
+	t.writes[k] = &write{}
+	return nil
+}
+
+func (t *tx) As(target any) bool { return false }
+
+func (t *tx) commit() error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, seen := range t.reads {
+		var cur idem.Version
+		if d := s.docs[k]; d != nil {
+			cur = d.version
+		}
+		if cur != seen {
+			return errConflictCommit
+		}
+	}
+	for _, k := range t.order {
+		w := t.writes[k]
+		if w.data == nil {
+			delete(s.docs, k)
+			continue
+		}
+		s.docs[k] = &doc{data: w.data, version: w.version, expires: w.expires}
+	}
+	return nil
+}
+
+// Sweep deletes up to limit expired documents and returns how many it
+// deleted.
+func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, d := range s.docs {
+		if n >= limit {
+			break
+		}
+		if !idem.Live(d.expires, now) {
+			delete(s.docs, k)
+			n++
+		}
+	}
+	return n, nil
+}

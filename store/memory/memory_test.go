@@ -1,0 +1,19 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/store/memory"
+	"github.com/idemkit/sdk/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T, now func() time.Time) idem.Store {
+			return memory.NewWithOptions(&memory.Options{Now: now})
+		},
+		MaxDocumentBytes: 1 << 20,
+	})
+}

@@ -1,0 +1,51 @@
+// Package storetest is the conformance suite every [idem.Store] runs: the
+// document contract, the middleware, merge rules and side-effect markers, the
+// same subtests on every backend. A backend's test file is a harness and one
+// call:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{
+//			New: func(t *testing.T, now func() time.Time) idem.Store {
+//				return memory.NewWithOptions(&memory.Options{Now: now})
+//			},
+//			MaxDocumentBytes: 1 << 20,
+//		})
+//	}
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// Harness tells the suite how to make stores of one backend.
+type Harness struct {
+	// New returns a new, empty store whose clock (for expiry) is now. The
+	// suite calls it once per subtest and may run subtests in parallel. The
+	// harness cleans up with t.Cleanup.
+	New func(t *testing.T, now func() time.Time) idem.Store
+
+	// MaxDocumentBytes is the largest JSON document the store accepts; the
+	// suite checks that one byte more fails with idem.ErrTooLarge.
+	MaxDocumentBytes int
+
+	// Serialized is true for stores that run write transactions one at a
+	// time (SQLite's BEGIN IMMEDIATE): they never make fn lose a race, so the
+	// subtest that forces a retry of fn checks only the outcome.
+	Serialized bool
+}
+
+// Run runs the whole suite against the backend h describes.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("storetest: Harness.New is nil")
+	}
+	t.Run("Contract", func(t *testing.T) { runContract(t, h) })
+	t.Run("Middleware", func(t *testing.T) { runMiddleware(t, h) })
+	t.Run("Merge", func(t *testing.T) { runMerge(t, h) })
+	t.Run("SideEffect", func(t *testing.T) { runSideEffect(t, h) })
+}
+
