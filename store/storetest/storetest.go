@@ -48,4 +48,3 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Merge", func(t *testing.T) { runMerge(t, h) })
 	t.Run("SideEffect", func(t *testing.T) { runSideEffect(t, h) })
 }
-
