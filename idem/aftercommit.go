@@ -42,15 +42,11 @@ func AfterCommit(ctx context.Context, f func(ctx context.Context)) error {
 // and Run calls those of the attempt that committed after Run's commit
 // succeeded.
 func Run(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) error {
-	var l *afterCommitList
-	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
-		l = &afterCommitList{}
-		return fn(context.WithValue(ctx, afterCommitKey{}, l), tx)
-	})
+	hooks, err := runTx(ctx, s, fn)
 	if err != nil {
 		return err
 	}
-	l.run(context.WithoutCancel(ctx))
+	hooks.run(context.WithoutCancel(ctx))
 	return nil
 }
 

@@ -1,0 +1,30 @@
+package idem
+
+import "time"
+
+// EventTime returns the time to record for an event that carries its own
+// timestamp at: a stop queued on a phone at 14:05 and delivered at 16:40 is
+// recorded at 14:05, not at its arrival.
+//
+//   - A zero at means the event has no timestamp of its own: it happens now.
+//   - An at before start-skew is refused with event_before_start; one within
+//     skew before start (a device clock slightly behind) is moved to start.
+//   - An at ahead of now (a device clock ahead of the server's) is clamped to
+//     now.
+//
+// skew is the clock difference tolerated between devices and the server.
+func EventTime(at, start, now time.Time, skew time.Duration) (time.Time, error) {
+	if at.IsZero() {
+		at = now
+	}
+	if !start.IsZero() && at.Before(start) {
+		if at.Before(start.Add(-skew)) {
+			return time.Time{}, NewError(CodeEventBeforeStart, "the event's time is before the record started; check the device clock or the record id")
+		}
+		at = start
+	}
+	if at.After(now) {
+		at = now
+	}
+	return at, nil
+}

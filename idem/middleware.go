@@ -1,0 +1,425 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HandlerFor is a typed tool handler that writes through tx. It mirrors
+// [mcp.ToolHandlerFor] with the transaction added: everything it writes
+// through tx commits together with the op record, or not at all. It must
+// have no effect outside tx (it may run again if its transaction loses a
+// race); outbound effects go through [AfterCommit].
+//
+// Returning an error, a result with IsError set, or a result with input
+// requests rolls the transaction back and stores nothing, so a retry runs
+// again. A returned *Error is sent to the caller with its code.
+type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error)
+
+// Tool wraps h into an [mcp.ToolHandlerFor] that is safe to call twice:
+//
+//   - With an op id (see [OpID]) the call is identified by (scope, tool, op
+//     id). The first call runs h and stores its result in the same
+//     transaction as h's writes; a repeat returns the stored result with
+//     _meta["io.idemkit/replayed"] = true and runs nothing; a repeat with other
+//     arguments is refused with key_reused; concurrent repeats wait for the
+//     first and then replay.
+//   - Without one, h runs in a transaction, and its keyed writes (see [Keys])
+//     make the repeat harmless.
+//
+// The commit happens even if the request is cancelled after h returned. When
+// the commit's outcome cannot be known, the call is refused with
+// unknown_outcome and never retried inside the server.
+//
+// Use [AddTool] to register the tool with honest annotations.
+func Tool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
+	return newToolHandler(newConfig(opts), s, h)
+}
+
+func newToolHandler[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		cl := &call[In, Out]{c: c, s: s, h: h, req: req, in: in}
+		return cl.serve(ctx)
+	}
+}
+
+type call[In, Out any] struct {
+	c   *config
+	s   Store
+	h   HandlerFor[In, Out]
+	req *mcp.CallToolRequest
+	in  In
+
+	tool  string
+	scope string
+	opID  string
+	fp    string
+	key   Key
+}
+
+// errRollback makes Store.Run roll back a transaction whose result is sent
+// but not kept (IsError results and input requests).
+var errRollback = errors.New("idem: roll back")
+
+func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, error) {
+	var zero Out
+	if cl.req == nil || cl.req.Params == nil {
+		return refusal(NewError(CodeInternal, "no tool call request")), zero, nil
+	}
+	cl.tool = cl.req.Params.Name
+	args := cl.req.Params.Arguments
+	if cl.c.opID {
+		id, err := opIDOf(args, cl.req.Params.Meta)
+		if err != nil {
+			return refusalOf(err), zero, nil
+		}
+		cl.opID = id
+	}
+	if err := checkKeys(args, cl.c.keys); err != nil {
+		return refusal(err), zero, nil
+	}
+	cl.scope = cl.c.scope(ctx, cl.req)
+	if cl.c.requireScope && cl.scope == "" {
+		return refusal(NewError(CodeScopeRequired, "this tool needs an authenticated caller")), zero, nil
+	}
+	if cl.opID == "" {
+		return cl.runPlain(ctx)
+	}
+	inJSON, err := json.Marshal(cl.in)
+	if err != nil {
+		return cl.internal(ctx, "encoding arguments", err), zero, nil
+	}
+	if cl.fp, err = Fingerprint(inJSON); err != nil {
+		return cl.internal(ctx, "fingerprinting arguments", err), zero, nil
+	}
+	cl.key = OpKey(cl.scope, cl.tool, cl.opID)
+
+	release, err := inflight.acquire(ctx, cl.key, cl.c.busyAfter)
+	if err != nil {
+		if errors.Is(err, errBusy) {
+			return refusal(&Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}), zero, nil
+		}
+		return nil, zero, err
+	}
+	defer release()
+	return cl.runOp(ctx)
+}
+
+// outcome is what one transaction attempt produced.
+type outcome[Out any] struct {
+	res      *mcp.CallToolResult
+	out      Out
+	replayed bool
+	handler  error
+}
+
+func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, error) {
+	var o outcome[Out]
+	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
+		o = outcome[Out]{}
+		var rec OpRecord
+		_, err := tx.Get(tctx, cl.key, &rec)
+		switch {
+		case err == nil:
+			if rec.Fingerprint != cl.fp {
+				return NewError(CodeKeyReused, "this op_id was already used with other arguments; mint a new op_id for a new operation")
+			}
+			res, out, err := decodeStored[Out](&rec)
+			if err != nil {
+				return err
+			}
+			o.res, o.out, o.replayed = res, out, true
+			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if err := cl.runHandler(ctx, tctx, tx, &o); err != nil {
+			return err
+		}
+		now := cl.c.now()
+		resJSON, err := json.Marshal(o.res)
+		if err != nil {
+			return fmt.Errorf("idem: encoding result: %w", err)
+		}
+		outJSON, err := json.Marshal(o.out)
+		if err != nil {
+			return fmt.Errorf("idem: encoding output: %w", err)
+		}
+		rec = OpRecord{
+			Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: cl.fp,
+			Result: resJSON, Output: outJSON,
+			CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
+		}
+		err = tx.Create(tctx, cl.key, &rec, WithExpiry(rec.ExpiresAt))
+		if errors.Is(err, ErrExists) {
+			// A concurrent call with this op id committed first: retry the
+			// transaction, which then replays its result.
+			return fmt.Errorf("%w: op record created concurrently", ErrConflict)
+		}
+		return err
+	})
+	return cl.finish(ctx, &o, hooks, err)
+}
+
+func (cl *call[In, Out]) runPlain(ctx context.Context) (*mcp.CallToolResult, Out, error) {
+	var o outcome[Out]
+	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
+		o = outcome[Out]{}
+		return cl.runHandler(ctx, tctx, tx, &o)
+	})
+	return cl.finish(ctx, &o, hooks, err)
+}
+
+// runHandler calls the handler with a context that has the transaction's
+// values and the request's cancellation. It returns errRollback for results
+// that are answered but not kept, and the handler's error otherwise.
+func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, o *outcome[Out]) error {
+	hctx, cancel := context.WithCancelCause(tctx)
+	stop := context.AfterFunc(reqCtx, func() { cancel(context.Cause(reqCtx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+	}()
+	res, out, err := cl.callHandler(hctx, tx)
+	o.res, o.out = res, out
+	if err != nil {
+		o.handler = err
+		return err
+	}
+	if res != nil && (res.IsError || res.InputRequests != nil) {
+		return errRollback
+	}
+	return nil
+}
+
+// callHandler turns a panic in the handler into an error.
+func (cl *call[In, Out]) callHandler(ctx context.Context, tx Tx) (res *mcp.CallToolResult, out Out, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return cl.h(ctx, tx, cl.req, cl.in)
+}
+
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("idem: tool handler panicked: %v", p.value) }
+
+func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *afterCommitList, err error) (*mcp.CallToolResult, Out, error) {
+	var zero Out
+	switch {
+	case err == nil:
+		if o.replayed {
+			cl.event(ctx, cl.c.onReplay, nil)
+			cl.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", cl.attrs()...)
+			return o.res, o.out, nil
+		}
+		hooks.run(context.WithoutCancel(ctx))
+		return o.res, o.out, nil
+	case errors.Is(err, errRollback):
+		return o.res, o.out, nil
+	case o.handler != nil:
+		var p *panicError
+		if errors.As(err, &p) {
+			cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: tool handler panicked; rolled back",
+				append(cl.attrs(), slog.Any("panic", p.value), slog.String("stack", string(p.stack)))...)
+			return refusal(NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry")), zero, nil
+		}
+		var e *Error
+		if errors.As(err, &e) {
+			return refusal(e), zero, nil
+		}
+		return nil, zero, err
+	}
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		if e.Code == CodeKeyReused {
+			cl.event(ctx, cl.c.onKeyReused, nil)
+			cl.c.logger.LogAttrs(ctx, slog.LevelWarn, "idem: op id reused with other arguments", cl.attrs()...)
+		}
+		return refusal(e), zero, nil
+	case errors.Is(err, ErrUnknownOutcome):
+		return cl.unknown(ctx, err)
+	case errors.Is(err, ErrConflict) && cl.opID != "":
+		return refusal(&Error{Code: CodeBusy, Message: "the operation lost too many races with concurrent writes and was not saved; retry later with the same op_id", OpID: cl.opID}), zero, nil
+	case errors.Is(err, ErrTooLarge):
+		return cl.internal(ctx, "the result is too large to store; nothing was saved", err), zero, nil
+	}
+	return cl.internal(ctx, "the change was not saved; it is safe to retry", err), zero, nil
+}
+
+// unknown handles a commit whose outcome is unknown: it looks the op record
+// up once, and answers unknown_outcome if that does not settle it.
+func (cl *call[In, Out]) unknown(ctx context.Context, cause error) (*mcp.CallToolResult, Out, error) {
+	var zero Out
+	if cl.opID != "" {
+		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
+		if err == nil && rec.Fingerprint == cl.fp {
+			if res, out, err := decodeStored[Out](rec); err == nil {
+				delete(res.Meta, MetaReplayed)
+				return res, out, nil
+			}
+		}
+	}
+	cl.event(ctx, cl.c.onUnknown, cause)
+	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: commit outcome unknown", append(cl.attrs(), slog.String("error", cause.Error()))...)
+	msg := "the server cannot tell whether the change was saved; read the record before retrying"
+	if cl.opID != "" {
+		msg = "the server cannot tell whether the change was saved; call get_operation with this op_id before retrying"
+	}
+	return refusal(&Error{Code: CodeUnknownOutcome, Message: msg, OpID: cl.opID}), zero, nil
+}
+
+func (cl *call[In, Out]) internal(ctx context.Context, msg string, err error) *mcp.CallToolResult {
+	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: "+msg, append(cl.attrs(), slog.String("error", err.Error()))...)
+	return refusal(NewError(CodeInternal, msg))
+}
+
+func (cl *call[In, Out]) attrs() []slog.Attr {
+	a := []slog.Attr{slog.String("tool", cl.tool)}
+	if cl.fp != "" {
+		a = append(a, slog.String("fingerprint", cl.fp))
+	}
+	return a
+}
+
+func (cl *call[In, Out]) event(ctx context.Context, f func(context.Context, Event), err error) {
+	if f != nil {
+		f(ctx, Event{Tool: cl.tool, Scope: cl.scope, OpID: cl.opID, Fingerprint: cl.fp, Err: err})
+	}
+}
+
+func decodeStored[Out any](rec *OpRecord) (*mcp.CallToolResult, Out, error) {
+	var out Out
+	res, err := rec.decodeResult()
+	if err != nil {
+		return nil, out, err
+	}
+	if len(rec.Output) > 0 {
+		if err := json.Unmarshal(rec.Output, &out); err != nil {
+			return nil, out, errors.New("idem: stored output cannot be decoded")
+		}
+	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	res.Meta[MetaReplayed] = true
+	return res, out, nil
+}
+
+// checkKeys refuses a call whose record-key arguments are absent, null or
+// empty strings. Messages name the argument, never a value.
+func checkKeys(args json.RawMessage, keys []string) *Error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &obj); err != nil {
+			return NewError(CodeMissingKey, "arguments must be a JSON object")
+		}
+	}
+	for _, k := range keys {
+		raw, ok := obj[k]
+		if !ok || string(raw) == "null" || string(raw) == `""` {
+			return NewError(CodeMissingKey, fmt.Sprintf("argument %q is required: it names the record this call writes", k))
+		}
+	}
+	return nil
+}
+
+// refusal turns an *Error into the tool result a caller sees.
+func refusal(e *Error) *mcp.CallToolResult {
+	meta := mcp.Meta{MetaError: string(e.Code)}
+	text := e.Message
+	if len(e.Candidates) > 0 {
+		meta[MetaCandidates] = e.Candidates
+		b, _ := json.Marshal(e.Candidates)
+		text += " Candidates: " + string(b)
+	}
+	if e.OpID != "" {
+		meta[MetaOpIDResult] = e.OpID
+	}
+	return &mcp.CallToolResult{
+		Meta:    meta,
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
+	}
+}
+
+func refusalOf(err error) *mcp.CallToolResult {
+	var e *Error
+	if errors.As(err, &e) {
+		return refusal(e)
+	}
+	return refusal(NewError(CodeInternal, "the call was refused"))
+}
+
+// runTx is Store.Run with AfterCommit hooks, returning the hooks of the
+// attempt that committed for the caller to run.
+func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
+	var l *afterCommitList
+	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
+		l = &afterCommitList{}
+		return fn(context.WithValue(ctx, afterCommitKey{}, l), tx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// flights lets one call per op key run at a time in this process, so a
+// concurrent duplicate waits for the first and then replays its result
+// instead of running the handler too. Across processes the op record's
+// create-if-absent gives the same guarantee at the price of a retried
+// transaction.
+type flights struct {
+	mu sync.Mutex // guards m
+	m  map[Key]chan struct{}
+}
+
+var inflight = &flights{m: make(map[Key]chan struct{})}
+
+var errBusy = errors.New("idem: busy")
+
+func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), err error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		done, running := f.m[k]
+		if !running {
+			done = make(chan struct{})
+			f.m[k] = done
+			f.mu.Unlock()
+			return func() {
+				f.mu.Lock()
+				delete(f.m, k)
+				f.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-done:
+		case <-timer.C:
+			return nil, errBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

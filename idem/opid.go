@@ -1,0 +1,77 @@
+package idem
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MetaOpID is the _meta key that may carry an op id instead of the op_id
+// argument.
+const MetaOpID = "io.idemkit/op_id"
+
+// Result _meta keys the middleware sets.
+const (
+	// MetaReplayed is true on a result answered from a stored op record.
+	MetaReplayed = "io.idemkit/replayed"
+	// MetaError holds the [Code] of a refused call.
+	MetaError = "io.idemkit/error"
+	// MetaCandidates lists the candidates of an ambiguous_target refusal.
+	MetaCandidates = "io.idemkit/candidates"
+	// MetaOpIDResult echoes the op id on unknown_outcome and busy refusals.
+	MetaOpIDResult = "io.idemkit/op_id"
+)
+
+// MaxOpIDLen is the longest op id accepted.
+const MaxOpIDLen = 128
+
+// ValidateOpID reports whether id is a well-formed op id: 1..128 printable
+// ASCII characters (0x21-0x7E, so no spaces). The error never holds id.
+func ValidateOpID(id string) error {
+	if len(id) == 0 {
+		return NewError(CodeInvalidOpID, "op_id is empty; mint one (for example a UUID) before the first attempt")
+	}
+	if len(id) > MaxOpIDLen {
+		return NewError(CodeInvalidOpID, "op_id is longer than 128 characters")
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e {
+			return NewError(CodeInvalidOpID, "op_id may hold only printable ASCII characters without spaces")
+		}
+	}
+	return nil
+}
+
+// opIDOf extracts the op id from the arguments and _meta of a call. It
+// returns "" when neither carries one.
+func opIDOf(args json.RawMessage, meta mcp.Meta) (string, error) {
+	var fromArg, fromMeta string
+	var argSet, metaSet bool
+	if len(args) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(args, &obj); err == nil {
+			if raw, ok := obj[OpIDArgument]; ok && string(raw) != "null" {
+				if err := json.Unmarshal(raw, &fromArg); err != nil {
+					return "", NewError(CodeInvalidOpID, "op_id must be a string")
+				}
+				argSet = true
+			}
+		}
+	}
+	if v, ok := meta[MetaOpID]; ok && v != nil {
+		s, isStr := v.(string)
+		if !isStr {
+			return "", NewError(CodeInvalidOpID, "_meta op id must be a string")
+		}
+		fromMeta, metaSet = s, true
+	}
+	switch {
+	case argSet && metaSet && fromArg != fromMeta:
+		return "", NewError(CodeInvalidOpID, "op_id argument and _meta op id differ; send one")
+	case argSet:
+		return fromArg, ValidateOpID(fromArg)
+	case metaSet:
+		return fromMeta, ValidateOpID(fromMeta)
+	}
+	return "", nil
+}

@@ -1,0 +1,68 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// OpCollection is the collection op records are stored in.
+const OpCollection = "idem_ops"
+
+// An OpRecord is the stored outcome of one operation, written in the same
+// transaction as the change it made.
+type OpRecord struct {
+	Scope       string          `json:"scope"`
+	Tool        string          `json:"tool"`
+	OpID        string          `json:"op_id"`
+	Fingerprint string          `json:"fingerprint"`
+	Result      json.RawMessage `json:"result"`           // the *mcp.CallToolResult the handler returned
+	Output      json.RawMessage `json:"output,omitempty"` // the handler's typed output
+	CommittedAt time.Time       `json:"committed_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+}
+
+// OpKey returns the key of the op record of (scope, tool, opID). The id is a
+// hash of the three, so any op id fits every backend's key rules.
+func OpKey(scope, tool, opID string) Key {
+	h := sha256.New()
+	for _, s := range []string{scope, tool, opID} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return Key{Collection: OpCollection, ID: hex.EncodeToString(h.Sum(nil))}
+}
+
+// LookupOp reads the live op record of (scope, tool, opID). It returns
+// ErrNotFound when there is none: the operation never committed, or its
+// record expired.
+func LookupOp(ctx context.Context, s Store, scope, tool, opID string) (*OpRecord, error) {
+	var rec OpRecord
+	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
+		_, err := tx.Get(ctx, OpKey(scope, tool, opID), &rec)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// decodeResult returns a fresh copy of the stored result.
+func (r *OpRecord) decodeResult() (*mcp.CallToolResult, error) {
+	res := &mcp.CallToolResult{}
+	if len(r.Result) > 0 && string(r.Result) != "null" {
+		if err := json.Unmarshal(r.Result, res); err != nil {
+			return nil, errors.New("idem: stored result cannot be decoded")
+		}
+	}
+	return res, nil
+}

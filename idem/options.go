@@ -1,0 +1,147 @@
+package idem
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// An Option configures [Tool] and [AddTool]. Options are made only by the
+// functions of this package.
+type Option struct{ apply func(*config) }
+
+type config struct {
+	keys         []string
+	opID         bool
+	ttl          time.Duration
+	scope        func(ctx context.Context, req *mcp.CallToolRequest) string
+	requireScope bool
+	now          func() time.Time
+	logger       *slog.Logger
+	busyAfter    time.Duration
+	onReplay     func(context.Context, Event)
+	onKeyReused  func(context.Context, Event)
+	onUnknown    func(context.Context, Event)
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		ttl:       24 * time.Hour,
+		scope:     DefaultScope,
+		now:       time.Now,
+		logger:    slog.New(slog.DiscardHandler),
+		busyAfter: 30 * time.Second,
+	}
+	for _, o := range opts {
+		if o.apply != nil {
+			o.apply(c)
+		}
+	}
+	return c
+}
+
+// Keys names the record-key arguments: the arguments that say which record
+// the write touches (a session id, a slug, a handle, a date). A call missing
+// any of them, or sending an empty string or null, is refused with
+// missing_key before the handler runs. The handler makes the write
+// create-if-absent or replace-by-key on them; the middleware tells clients
+// that the tool is idempotent.
+func Keys(args ...string) Option {
+	return Option{func(c *config) { c.keys = append(c.keys, args...) }}
+}
+
+// OpID accepts an op id minted by the caller before its first attempt, as
+// the op_id argument or as _meta["io.idemkit/op_id"]. A call with an op id
+// stores its result with the change; a later call with the same op id gets
+// the stored result without running the handler again.
+func OpID() Option { return Option{func(c *config) { c.opID = true }} }
+
+// TTL sets how long an op record is kept (default 24 hours). A call with the
+// same op id after that runs again.
+func TTL(d time.Duration) Option {
+	return Option{func(c *config) {
+		if d > 0 {
+			c.ttl = d
+		}
+	}}
+}
+
+// Scope sets who an op belongs to (a user or tenant id). Op ids are looked
+// up within a scope, so one caller can never read another's result. The
+// default is [DefaultScope].
+func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option {
+	return Option{func(c *config) {
+		if f != nil {
+			c.scope = f
+		}
+	}}
+}
+
+// RequireScope refuses calls whose scope is empty with scope_required.
+func RequireScope() Option { return Option{func(c *config) { c.requireScope = true }} }
+
+// Clock sets the clock for op record expiry (default time.Now).
+func Clock(now func() time.Time) Option {
+	return Option{func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}}
+}
+
+// Logger sets where the middleware logs replays, key reuse and unknown
+// outcomes. Logs carry the tool name and the argument fingerprint, never
+// argument values. The default discards.
+func Logger(l *slog.Logger) Option {
+	return Option{func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}}
+}
+
+// BusyAfter bounds how long a call waits for a concurrent call with the same
+// op id to finish before it is refused with busy (default 30 s).
+func BusyAfter(d time.Duration) Option {
+	return Option{func(c *config) {
+		if d > 0 {
+			c.busyAfter = d
+		}
+	}}
+}
+
+// An Event describes a replay, a key reuse or an unknown outcome to a hook.
+type Event struct {
+	Tool        string
+	Scope       string
+	OpID        string
+	Fingerprint string
+	Err         error // for unknown outcomes: the store's error
+}
+
+// OnReplay calls f when a call is answered from a stored result.
+func OnReplay(f func(context.Context, Event)) Option {
+	return Option{func(c *config) { c.onReplay = f }}
+}
+
+// OnKeyReused calls f when an op id comes back with other arguments.
+func OnKeyReused(f func(context.Context, Event)) Option {
+	return Option{func(c *config) { c.onKeyReused = f }}
+}
+
+// OnUnknownOutcome calls f when a commit's outcome cannot be known.
+func OnUnknownOutcome(f func(context.Context, Event)) Option {
+	return Option{func(c *config) { c.onUnknown = f }}
+}
+
+// DefaultScope returns the authenticated user id of the request
+// (req.Extra.TokenInfo.UserID), or "" when there is none (stdio and
+// in-memory transports).
+func DefaultScope(ctx context.Context, req *mcp.CallToolRequest) string {
+	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
+		return req.Extra.TokenInfo.UserID
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+package idem
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A TargetQuery describes a close or delete that may not name its record.
+type TargetQuery struct {
+	// ID is the record id the call named, or "".
+	ID string
+	// Owned are the running records this connection (device, session)
+	// started.
+	Owned []Candidate
+	// Others are the other running records the caller could mean.
+	Others []Candidate
+	// Queued is true when the call carries anything that marks it as queued
+	// or replayed: an op id or an event timestamp. See [HasOpID].
+	Queued bool
+}
+
+// ResolveTarget returns the id of the record a close or delete acts on. A
+// named id is used as is. Without one, the record is resolved only when the
+// connection owns exactly one running record and the call is not queued or
+// replayed: a retry that arrives after its first attempt succeeded must
+// never stop or delete another record. Otherwise ResolveTarget refuses with
+// ambiguous_target, listing every candidate and its id (sorted by id) so the
+// caller can pick.
+func ResolveTarget(q TargetQuery) (string, error) {
+	if q.ID != "" {
+		return q.ID, nil
+	}
+	if !q.Queued && len(q.Owned) == 1 {
+		return q.Owned[0].ID, nil
+	}
+	all := append(slices.Clone(q.Owned), q.Others...)
+	slices.SortFunc(all, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
+	msg := "name the record to act on: send its id"
+	switch {
+	case len(all) == 0:
+		msg = "there is no running record to act on; send the id of the record you mean"
+	case q.Queued:
+		msg = "a queued or replayed call must name its record: send one of these ids"
+	case len(q.Owned) > 1:
+		msg = "more than one record is running: send the id of the one you mean"
+	}
+	return "", &Error{Code: CodeAmbiguousTarget, Message: msg, Candidates: all}
+}
+
+// HasOpID reports whether the call carries an op id, as the op_id argument
+// or in _meta; such a call is queued or replayed.
+func HasOpID(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Params == nil {
+		return false
+	}
+	id, err := opIDOf(req.Params.Arguments, req.Params.Meta)
+	return id != "" || err != nil
+}

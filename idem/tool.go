@@ -1,0 +1,136 @@
+package idem
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// AddTool registers h on srv as tool t, wrapped by [Tool], and makes the
+// tool's metadata say what the wrapping guarantees:
+//
+//   - IdempotentHint is true only when the tool has record keys ([Keys]) or
+//     accepts an op id ([OpID]); clients such as agents that reconnect replay a
+//     lost call only when it is set.
+//   - The description says which arguments are record keys and that op_id is
+//     for apps replaying queued requests, so a model does not invent one.
+//   - The input schema gains an optional op_id property (when the tool
+//     accepts op ids and In has none) and notes on the key properties.
+//
+// t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
+// to be both read-only and destructive, if a key names no input property, or
+// if the schema cannot be inferred.
+func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) {
+	c := newConfig(opts)
+	tt, err := describe[In](t, c)
+	if err != nil {
+		panic(fmt.Sprintf("idem.AddTool: tool %q: %v", t.Name, err))
+	}
+	mcp.AddTool(srv, tt, newToolHandler(c, s, h))
+}
+
+// describe returns a copy of t with honest annotations, description and
+// input schema for the configuration c.
+func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
+	tt := *t
+	var ann mcp.ToolAnnotations
+	if t.Annotations != nil {
+		ann = *t.Annotations
+	}
+	if ann.ReadOnlyHint && ann.DestructiveHint != nil && *ann.DestructiveHint {
+		return nil, fmt.Errorf("annotations claim both read-only and destructive")
+	}
+	keyed := len(c.keys) > 0 || c.opID
+	ann.IdempotentHint = keyed
+	tt.Annotations = &ann
+
+	schema, err := inputSchema[In](t)
+	if err != nil {
+		return nil, err
+	}
+	if schema != nil {
+		for _, k := range c.keys {
+			p, ok := schema.Properties[k]
+			if !ok {
+				return nil, fmt.Errorf("key %q is not an input property", k)
+			}
+			p = p.CloneSchemas()
+			p.Description = strings.TrimSpace(p.Description + " Record key: names the record this call writes; a repeat with the same value writes the same record.")
+			schema.Properties[k] = p
+		}
+		for _, k := range c.keys {
+			if !slices.Contains(schema.Required, k) {
+				schema.Required = append(slices.Clip(schema.Required), k)
+			}
+		}
+		if c.opID {
+			if _, ok := schema.Properties[OpIDArgument]; !ok {
+				schema.Properties[OpIDArgument] = &jsonschema.Schema{
+					Type:        "string",
+					MinLength:   ptr(1),
+					MaxLength:   ptr(MaxOpIDLen),
+					Pattern:     "^[!-~]+$",
+					Description: opIDNote,
+				}
+			}
+		}
+		tt.InputSchema = schema
+	}
+
+	var notes []string
+	if len(c.keys) > 0 {
+		notes = append(notes, fmt.Sprintf("Safe to retry: calls with the same %s write the same record, so a repeat does not duplicate it.", strings.Join(quoteAll(c.keys), ", ")))
+	}
+	if c.opID {
+		notes = append(notes, "op_id (optional) is "+opIDNote)
+	}
+	if len(notes) > 0 {
+		tt.Description = strings.TrimSpace(tt.Description + "\n\n" + strings.Join(notes, "\n"))
+	}
+	return &tt, nil
+}
+
+const opIDNote = "for apps replaying queued requests: the app mints one per intended operation before the first attempt and resends it unchanged on every retry, and a repeat returns the first result. Leave it out unless your client minted it; never invent one."
+
+// inputSchema returns a copy of t's input schema, or the one inferred from
+// In, that describe may edit. It returns nil for schemas that are not
+// *jsonschema.Schema (they are left as the author wrote them).
+func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
+	switch s := t.InputSchema.(type) {
+	case nil:
+		if reflect.TypeFor[In]() == reflect.TypeFor[any]() {
+			return &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}, nil
+		}
+		inferred, err := jsonschema.For[In](nil)
+		if err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
+		}
+		if inferred.Properties == nil {
+			inferred.Properties = map[string]*jsonschema.Schema{}
+		}
+		return inferred, nil
+	case *jsonschema.Schema:
+		cp := s.CloneSchemas()
+		cp.Properties = maps.Clone(cp.Properties)
+		if cp.Properties == nil {
+			cp.Properties = map[string]*jsonschema.Schema{}
+		}
+		return cp, nil
+	}
+	return nil, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
