@@ -1,7 +1,521 @@
 package storetest
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/sideeffect"
+)
+
+// seLease is the claim lease used by the side-effect subtests; the clock is
+// moved past it to make a claim abandoned.
+const seLease = time.Minute
+
+var seEpoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// runSideEffect checks the markers of package sideeffect on the store: one
+// post under concurrent callers, release on failure, recovery of an
+// abandoned claim, fencing of a stale owner, and no marker from a rolled-back
+// transaction.
 func runSideEffect(t *testing.T, h Harness) {
-	t.Skip("suite not written yet")
+	t.Run("ConcurrentOncePostsOnce", func(t *testing.T) { seConcurrentOnce(t, h) })
+	t.Run("SecondCallerDoesNotPost", func(t *testing.T) { seSecondCaller(t, h) })
+	t.Run("FailedPostReleases", func(t *testing.T) { seFailedPost(t, h) })
+	t.Run("RecoverAbandonedClaim", func(t *testing.T) { seRecoverAbandoned(t, h) })
+	t.Run("RecoverTakeoverIsConditional", func(t *testing.T) { seRecoverTakeover(t, h) })
+	t.Run("Fencing", func(t *testing.T) { seFencing(t, h) })
+	t.Run("RolledBackWriteLeavesNoMarker", func(t *testing.T) { seRollback(t, h) })
+	t.Run("RepeatedWritePostsOnce", func(t *testing.T) { seRepeatedWrite(t, h) })
+}
+
+// sePoster is a post function that counts its calls and answers "ref-<n>".
+type sePoster struct {
+	calls atomic.Int64
+	mu    sync.Mutex // guards keys
+	keys  []string
+}
+
+func (p *sePoster) post(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+	n := p.calls.Add(1)
+	p.mu.Lock()
+	p.keys = append(p.keys, key)
+	p.mu.Unlock()
+	return fmt.Sprintf("ref-%d", n), nil
+}
+
+func seNoPost(t *testing.T) sideeffect.PostFunc {
+	return func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		t.Errorf("post called for a marker that must not be posted")
+		return "", errors.New("must not post")
+	}
+}
+
+func seOpts(clk *Clock, extra ...sideeffect.Option) []sideeffect.Option {
+	return append([]sideeffect.Option{sideeffect.Clock(clk.Now), sideeffect.Lease(seLease)}, extra...)
+}
+
+func seNew(t *testing.T, h Harness) (idem.Store, *Clock) {
+	clk := NewClock(seEpoch)
+	return h.New(t, clk.Now), clk
+}
+
+// seIntend commits a marker for key in a transaction of its own.
+func seIntend(t *testing.T, s idem.Store, clk *Clock, key string, payload any) {
+	t.Helper()
+	err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		return sideeffect.Intend(ctx, tx, key, payload, seOpts(clk)...)
+	})
+	if err != nil {
+		t.Fatalf("Intend: %v", err)
+	}
+}
+
+func seGet(t *testing.T, s idem.Store, clk *Clock, key string) sideeffect.Marker {
+	t.Helper()
+	m, err := sideeffect.Get(context.Background(), s, key, seOpts(clk)...)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return m
+}
+
+func seListKeys(t *testing.T, s idem.Store, clk *Clock, state sideeffect.State) []string {
+	t.Helper()
+	ms, err := sideeffect.List(context.Background(), s, state, seOpts(clk)...)
+	if err != nil {
+		t.Fatalf("List(%s): %v", state, err)
+	}
+	keys := []string{}
+	for _, m := range ms {
+		if m.State != state {
+			t.Errorf("List(%s) returned a marker in state %s", state, m.State)
+		}
+		keys = append(keys, m.Key)
+	}
+	return keys
+}
+
+// seAbandon claims key with Once and lets the claiming goroutine die inside
+// the post (runtime.Goexit), so the claim is never completed or released.
+func seAbandon(t *testing.T, s idem.Store, clk *Clock, key string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sideeffect.Once(context.Background(), s, key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+			runtime.Goexit()
+			return "", nil
+		}, seOpts(clk)...)
+		t.Error("Once returned after its post died")
+	}()
+	<-done
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Claimed || m.Attempts != 1 {
+		t.Fatalf("after the owner died: state %s attempts %d, want claimed 1", m.State, m.Attempts)
+	}
+}
+
+// Must-show 1: 32 concurrent Once on one key post once, and every caller
+// learns the same ref.
+func seConcurrentOnce(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key, n = "concurrent", 32
+	seIntend(t, s, clk, key, map[string]string{"text": "hello"})
+
+	var p sePoster
+	slow := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		time.Sleep(20 * time.Millisecond) // let the others find the claim
+		return p.post(ctx, key, payload)
+	}
+	start := make(chan struct{})
+	refs := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			refs[i], errs[i] = sideeffect.Once(context.Background(), s, key, slow, seOpts(clk, sideeffect.Wait(30*time.Second))...)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := p.calls.Load(); got != 1 {
+		t.Fatalf("%d concurrent Once posted %d times, want 1", n, got)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("caller %d: %v", i, errs[i])
+		} else if refs[i] != "ref-1" {
+			t.Errorf("caller %d learned ref %q, want %q", i, refs[i], "ref-1")
+		}
+	}
+	if p.keys[0] != key {
+		t.Errorf("post got key %q, want the marker key %q", p.keys[0], key)
+	}
+	m := seGet(t, s, clk, key)
+	if m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
+		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
+	}
+	if keys := seListKeys(t, s, clk, sideeffect.Pending); len(keys) != 0 {
+		t.Errorf("pending markers after done: %v", keys)
+	}
+}
+
+// A caller that finds the marker claimed does not post: it waits, or with no
+// wait gets ErrInFlight.
+func seSecondCaller(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "second"
+	seIntend(t, s, clk, key, "payload")
+	var p sePoster
+	var innerErr error
+	outer := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		// While this claim is held, another caller tries.
+		_, innerErr = sideeffect.Once(ctx, s, key, p.post, seOpts(clk, sideeffect.Wait(0))...)
+		return "outer-ref", nil
+	}
+	ref, err := sideeffect.Once(context.Background(), s, key, outer, seOpts(clk)...)
+	if err != nil || ref != "outer-ref" {
+		t.Fatalf("Once = %q, %v; want outer-ref", ref, err)
+	}
+	if !errors.Is(innerErr, sideeffect.ErrInFlight) {
+		t.Errorf("second caller during the claim: err %v, want ErrInFlight", innerErr)
+	}
+	if got := p.calls.Load(); got != 0 {
+		t.Errorf("second caller posted %d times while the marker was claimed", got)
+	}
+	ref, err = sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...)
+	if err != nil || ref != "outer-ref" {
+		t.Errorf("Once on a done marker = %q, %v; want outer-ref", ref, err)
+	}
+}
+
+// Must-show 2: a failed post releases the marker; the next call posts once.
+func seFailedPost(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "fails-once"
+	seIntend(t, s, clk, key, "payload")
+	errDown := errors.New("target is down")
+	var failed atomic.Int64
+	fail := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		failed.Add(1)
+		return "", errDown
+	}
+	if _, err := sideeffect.Once(context.Background(), s, key, fail, seOpts(clk)...); !errors.Is(err, errDown) {
+		t.Fatalf("Once with a failing post: err %v, want the post's error", err)
+	}
+	m := seGet(t, s, clk, key)
+	if m.State != sideeffect.Pending || m.Attempts != 1 || m.Failures != 1 {
+		t.Fatalf("after a failed post: state %s attempts %d failures %d, want pending 1 1", m.State, m.Attempts, m.Failures)
+	}
+	if keys := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(keys, []string{key}) {
+		t.Errorf("List(pending) = %v, want [%s]", keys, key)
+	}
+	var p sePoster
+	ref, err := sideeffect.Once(context.Background(), s, key, p.post, seOpts(clk)...)
+	if err != nil || ref != "ref-1" {
+		t.Fatalf("next Once = %q, %v; want ref-1", ref, err)
+	}
+	ref, err = sideeffect.Once(context.Background(), s, key, p.post, seOpts(clk)...)
+	if err != nil || ref != "ref-1" {
+		t.Fatalf("Once after done = %q, %v; want ref-1", ref, err)
+	}
+	if failed.Load() != 1 || p.calls.Load() != 1 {
+		t.Errorf("posts: %d failed, %d succeeded; want 1 and 1", failed.Load(), p.calls.Load())
+	}
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Attempts != 2 || m.Failures != 1 {
+		t.Errorf("marker: state %s attempts %d failures %d, want done 2 1", m.State, m.Attempts, m.Failures)
+	}
+}
+
+// Must-show 3: a claim that is never completed is settled by Recover after
+// its lease, according to reconcile.
+func seRecoverAbandoned(t *testing.T, h Harness) {
+	const key = "abandoned"
+	payload := map[string]string{"text": "hello"}
+	setup := func(t *testing.T) (idem.Store, *Clock) {
+		s, clk := seNew(t, h)
+		seIntend(t, s, clk, key, payload)
+		seAbandon(t, s, clk, key)
+
+		// Within the lease the claim is its owner's: Recover leaves it.
+		noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+			t.Errorf("reconcile asked about a claim under a live lease")
+			return sideeffect.StillUnknown, "", nil
+		}
+		r, err := sideeffect.Recover(context.Background(), s, seNoPost(t), noReconcile, seOpts(clk)...)
+		if err != nil || !slices.Equal(r.Busy, []string{key}) {
+			t.Fatalf("Recover within the lease = %+v, %v; want the key busy", r, err)
+		}
+
+		clk.Advance(seLease + time.Second)
+		if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrUnknown) {
+			t.Fatalf("Once on an expired claim: err %v, want ErrUnknown", err)
+		}
+		if keys := seListKeys(t, s, clk, sideeffect.Unknown); !slices.Equal(keys, []string{key}) {
+			t.Fatalf("List(unknown) = %v, want [%s]", keys, key)
+		}
+		return s, clk
+	}
+	reconcileTo := func(t *testing.T, o sideeffect.Outcome, ref string, asked *int) sideeffect.ReconcileFunc {
+		return func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+			*asked++
+			var got map[string]string
+			if m.Key != key || m.State != sideeffect.Unknown || json.Unmarshal(m.Payload, &got) != nil || got["text"] != "hello" {
+				t.Errorf("reconcile got marker %+v", m)
+			}
+			return o, ref, nil
+		}
+	}
+
+	t.Run("Committed", func(t *testing.T) {
+		s, clk := setup(t)
+		asked := 0
+		r, err := sideeffect.Recover(context.Background(), s, seNoPost(t), reconcileTo(t, sideeffect.Committed, "found-ref", &asked), seOpts(clk)...)
+		if err != nil || !slices.Equal(r.Reconciled, []string{key}) || asked != 1 {
+			t.Fatalf("Recover = %+v, %v (asked %d); want the key reconciled", r, err, asked)
+		}
+		if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "found-ref" {
+			t.Errorf("marker: state %s ref %q, want done found-ref", m.State, m.Ref)
+		}
+		ref, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...)
+		if err != nil || ref != "found-ref" {
+			t.Errorf("Once after reconcile = %q, %v; want found-ref", ref, err)
+		}
+		if keys := seListKeys(t, s, clk, sideeffect.Unknown); len(keys) != 0 {
+			t.Errorf("List(unknown) after reconcile = %v, want none", keys)
+		}
+	})
+
+	t.Run("NotCommitted", func(t *testing.T) {
+		s, clk := setup(t)
+		var p sePoster
+		asked := 0
+		r, err := sideeffect.Recover(context.Background(), s, p.post, reconcileTo(t, sideeffect.NotCommitted, "", &asked), seOpts(clk)...)
+		if err != nil || !slices.Equal(r.Posted, []string{key}) {
+			t.Fatalf("Recover = %+v, %v; want the key posted", r, err)
+		}
+		if got := p.calls.Load(); got != 1 {
+			t.Fatalf("Recover posted %d times, want 1", got)
+		}
+		m := seGet(t, s, clk, key)
+		if m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 2 {
+			t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 2", m.State, m.Ref, m.Attempts)
+		}
+		r, err = sideeffect.Recover(context.Background(), s, p.post, reconcileTo(t, sideeffect.NotCommitted, "", &asked), seOpts(clk)...)
+		if err != nil || p.calls.Load() != 1 || asked != 1 || len(r.Posted) != 0 {
+			t.Errorf("second Recover = %+v, %v: posted %d times in all, asked %d; want 1 and 1", r, err, p.calls.Load(), asked)
+		}
+	})
+
+	t.Run("StillUnknown", func(t *testing.T) {
+		s, clk := setup(t)
+		asked := 0
+		for run := 1; run <= 2; run++ {
+			r, err := sideeffect.Recover(context.Background(), s, seNoPost(t), reconcileTo(t, sideeffect.StillUnknown, "", &asked), seOpts(clk)...)
+			if err != nil || !slices.Equal(r.Unknown, []string{key}) || asked != run {
+				t.Fatalf("Recover run %d = %+v, %v (asked %d); want the key unknown", run, r, err, asked)
+			}
+		}
+		if keys := seListKeys(t, s, clk, sideeffect.Unknown); !slices.Equal(keys, []string{key}) {
+			t.Errorf("List(unknown) = %v, want [%s]", keys, key)
+		}
+		if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrUnknown) {
+			t.Errorf("Once on an unknown marker: err %v, want ErrUnknown", err)
+		}
+	})
+}
+
+// Two Recover runs that both reconcile an abandoned claim as not committed
+// post it once: the take-over claim is conditional on the stale token.
+func seRecoverTakeover(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "takeover"
+	seIntend(t, s, clk, key, "payload")
+	seAbandon(t, s, clk, key)
+	clk.Advance(seLease + time.Second)
+
+	var p sePoster
+	var inner sideeffect.Report
+	var innerErr error
+	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotCommitted, "", nil
+	}
+	outer := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		// Between this run's reconcile and its take-over, another run
+		// reconciles and posts.
+		inner, innerErr = sideeffect.Recover(ctx, s, p.post, notCommitted, seOpts(clk)...)
+		return sideeffect.NotCommitted, "", nil
+	}
+	r, err := sideeffect.Recover(context.Background(), s, p.post, outer, seOpts(clk)...)
+	if innerErr != nil || !slices.Equal(inner.Posted, []string{key}) {
+		t.Fatalf("inner Recover = %+v, %v; want the key posted", inner, innerErr)
+	}
+	if err != nil || len(r.Posted) != 0 || !slices.Equal(r.Busy, []string{key}) {
+		t.Errorf("outer Recover = %+v, %v; want the key busy, not posted", r, err)
+	}
+	if got := p.calls.Load(); got != 1 {
+		t.Errorf("two Recover runs posted %d times, want 1", got)
+	}
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" {
+		t.Errorf("marker: state %s ref %q, want done ref-1", m.State, m.Ref)
+	}
+}
+
+// Must-show 4: owner A's lease expires, B takes over and completes; A's late
+// complete and release fail with ErrFenced and change nothing.
+func seFencing(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name    string
+		postErr error // what A's post finally returns
+	}{
+		{"LateComplete", nil},
+		{"LateRelease", errors.New("A's post failed")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, clk := seNew(t, h)
+			const key = "fenced"
+			seIntend(t, s, clk, key, "payload")
+
+			started, finish := make(chan struct{}), make(chan struct{})
+			slowA := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+				close(started)
+				select {
+				case <-finish:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+				return "ref-A", tc.postErr
+			}
+			type result struct {
+				ref string
+				err error
+			}
+			aDone := make(chan result, 1)
+			go func() {
+				ref, err := sideeffect.Once(context.Background(), s, key, slowA, seOpts(clk)...)
+				aDone <- result{ref, err}
+			}()
+			<-started
+
+			clk.Advance(seLease + time.Second)
+			postB := func(ctx context.Context, key string, payload json.RawMessage) (string, error) { return "ref-B", nil }
+			notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+				return sideeffect.NotCommitted, "", nil
+			}
+			r, err := sideeffect.Recover(context.Background(), s, postB, notCommitted, seOpts(clk)...)
+			if err != nil || !slices.Equal(r.Posted, []string{key}) {
+				close(finish)
+				t.Fatalf("B's Recover = %+v, %v; want the key posted", r, err)
+			}
+			before := seGet(t, s, clk, key)
+			if before.State != sideeffect.Done || before.Ref != "ref-B" {
+				t.Fatalf("after B: state %s ref %q, want done ref-B", before.State, before.Ref)
+			}
+
+			clk.Advance(time.Second)
+			close(finish)
+			a := <-aDone
+			if !errors.Is(a.err, sideeffect.ErrFenced) {
+				t.Errorf("A's late outcome: ref %q err %v, want ErrFenced", a.ref, a.err)
+			}
+			if tc.postErr != nil && !errors.Is(a.err, tc.postErr) {
+				t.Errorf("A's late release: err %v does not carry the post's error", a.err)
+			}
+			if a.ref != "" {
+				t.Errorf("A's Once returned ref %q after being fenced", a.ref)
+			}
+			if after := seGet(t, s, clk, key); !reflect.DeepEqual(before, after) {
+				t.Errorf("A's late outcome changed the marker:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+}
+
+// Must-show 5 (store part): a rolled-back transaction leaves no marker and
+// runs no after-commit post.
+func seRollback(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "rolled-back"
+	errAbort := errors.New("abort the write")
+	err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
+		if err := tx.Put(ctx, idem.Key{Collection: "se_posts", ID: "p1"}, map[string]string{"title": "t"}); err != nil {
+			return err
+		}
+		if err := sideeffect.Intend(ctx, tx, key, "payload", seOpts(clk)...); err != nil {
+			return err
+		}
+		if err := sideeffect.AfterCommit(ctx, s, key, seNoPost(t), nil, seOpts(clk)...); err != nil {
+			return err
+		}
+		return errAbort
+	})
+	if !errors.Is(err, errAbort) {
+		t.Fatalf("Run: err %v, want the handler's error", err)
+	}
+	if _, err := sideeffect.Get(context.Background(), s, key, seOpts(clk)...); !errors.Is(err, sideeffect.ErrNoMarker) || !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Get after rollback: err %v, want ErrNoMarker", err)
+	}
+	if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrNoMarker) {
+		t.Errorf("Once after rollback: err %v, want ErrNoMarker", err)
+	}
+	for _, st := range []sideeffect.State{sideeffect.Pending, sideeffect.Claimed, sideeffect.Unknown} {
+		if keys := seListKeys(t, s, clk, st); len(keys) != 0 {
+			t.Errorf("List(%s) after rollback = %v, want none", st, keys)
+		}
+	}
+}
+
+// Must-show 5 (store part): the same keyed write committed twice, each
+// intending the effect and posting after commit, posts once; both learn the
+// same ref.
+func seRepeatedWrite(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "story-post.my-slug"
+	var p sePoster
+	write := func() (string, error) {
+		var ref string
+		var postErr error
+		err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
+			if err := tx.Put(ctx, idem.Key{Collection: "se_stories", ID: "my-slug"}, map[string]string{"title": "t"}); err != nil {
+				return err
+			}
+			if err := sideeffect.Intend(ctx, tx, key, map[string]string{"slug": "my-slug"}, seOpts(clk)...); err != nil {
+				return err
+			}
+			return sideeffect.AfterCommit(ctx, s, key, p.post, func(r string, err error) { ref, postErr = r, err }, seOpts(clk)...)
+		})
+		if err != nil {
+			return "", err
+		}
+		return ref, postErr
+	}
+	ref1, err1 := write()
+	ref2, err2 := write()
+	if err1 != nil || err2 != nil || ref1 != "ref-1" || ref2 != "ref-1" {
+		t.Errorf("two writes: (%q, %v) and (%q, %v); want ref-1 twice", ref1, err1, ref2, err2)
+	}
+	if got := p.calls.Load(); got != 1 {
+		t.Errorf("the repeated write posted %d times, want 1", got)
+	}
+
+	// The same key with another payload is refused and rolls the write back.
+	err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
+		return sideeffect.Intend(ctx, tx, key, map[string]string{"slug": "other"}, seOpts(clk)...)
+	})
+	if !errors.Is(err, sideeffect.ErrPayloadMismatch) || !errors.Is(err, idem.ErrExists) {
+		t.Errorf("Intend with another payload: err %v, want ErrPayloadMismatch", err)
+	}
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
+		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
+	}
 }

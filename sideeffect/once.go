@@ -1,0 +1,279 @@
+package sideeffect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// A PostFunc performs one outbound effect: a post, a webhook, an email, a
+// payment. key is the marker key; send it as the outbound idempotency key
+// where the target accepts one, so that even a post repeated after an
+// unknown outcome lands once. payload is what Intend stored.
+//
+// Return the external reference of what was created (a URI, a message id;
+// it may be empty). Return an error only when the effect did not happen: the
+// marker is then released and posted again later. If the outcome cannot be
+// known (a timeout after the request was sent), return an error wrapping
+// idem.ErrUnknownOutcome or [ErrUnknown]: the marker then waits for
+// reconciliation instead of being posted again.
+type PostFunc func(ctx context.Context, key string, payload json.RawMessage) (ref string, err error)
+
+// Once makes the effect named key happen at most once and returns its
+// external reference. The marker must exist (see [Intend]); otherwise Once
+// returns an error wrapping [ErrNoMarker] and posts nothing.
+//
+//   - Pending: Once claims the marker with a conditional write, calls post
+//     with no store transaction open, and records done(ref). If post
+//     fails, the marker is released to Pending and the post's error is
+//     returned (wrapped); a later Once or Recover posts again.
+//   - Done: Once returns the stored reference without posting.
+//   - Claimed by another caller: Once does not post; it polls until the
+//     marker is done (returning its reference) for up to the [Wait] option,
+//     then returns an error wrapping [ErrInFlight]. If the other caller
+//     released the marker meanwhile, Once claims it and posts.
+//   - Unknown, or claimed under an expired lease: Once returns an error
+//     wrapping [ErrUnknown] and posts nothing; [Recover] settles it.
+//
+// post runs under a context cancelled when the claim's lease ends. If the
+// claim was taken over meanwhile (its lease expired and Recover claimed the
+// marker), recording the outcome fails with an error wrapping [ErrFenced]
+// and changes nothing. A panic in post is returned as an error and leaves
+// the marker Unknown, since the effect may have happened.
+func Once(ctx context.Context, s idem.Store, key string, post PostFunc, opts ...Option) (string, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return "", err
+	}
+	k, err := markerKey(key)
+	if err != nil {
+		return "", err
+	}
+	if post == nil {
+		return "", errNilPost
+	}
+	return once(ctx, s, k, post, cfg)
+}
+
+func once(ctx context.Context, s idem.Store, k idem.Key, post PostFunc, cfg config) (string, error) {
+	deadline := time.Now().Add(cfg.wait)
+	delay := 2 * time.Millisecond
+	for {
+		c, seen, err := takeClaim(ctx, s, k, cfg, claimPending)
+		if err != nil {
+			return "", err
+		}
+		if c != nil {
+			return c.post(ctx, post)
+		}
+		switch seen.effective(cfg.now()) {
+		case Done:
+			return seen.Ref, nil
+		case Unknown:
+			return "", ErrUnknown
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return "", ErrInFlight
+		}
+		if err := sleep(ctx, min(delay, left)); err != nil {
+			return "", err
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// claimPending lets a claim take only a Pending marker.
+func claimPending(d *doc, now time.Time) bool { return d.State == Pending }
+
+// A claim is ownership of one marker, proven by its token.
+type claim struct {
+	s       idem.Store
+	k       idem.Key
+	token   string
+	payload json.RawMessage
+	cfg     config
+}
+
+// takeClaim takes the marker at k if may allows it, in one transaction: the
+// marker is read and then rewritten conditionally on the version read, so of
+// concurrent claimers exactly one wins. It returns the claim, or nil and the
+// marker as it was seen.
+func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, may func(d *doc, now time.Time) bool) (*claim, doc, error) {
+	token := newToken()
+	var (
+		c    *claim
+		seen doc
+	)
+	err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		c = nil
+		d, v, err := load(ctx, tx, k)
+		if err != nil {
+			return err
+		}
+		seen = d
+		now := cfg.now()
+		if !may(&d, now) {
+			return nil
+		}
+		d.State = Claimed
+		d.Token = token
+		d.LeaseUntil = now.Add(cfg.lease)
+		d.Attempts++
+		d.UpdatedAt = now
+		if err := tx.Update(ctx, k, v, d); err != nil {
+			return fmt.Errorf("sideeffect: claiming marker: %w", err)
+		}
+		c = &claim{s: s, k: k, token: token, payload: d.Payload, cfg: cfg}
+		return nil
+	})
+	if err != nil {
+		return nil, doc{}, err
+	}
+	return c, seen, nil
+}
+
+// post calls post for the claim and records the outcome: done, released or
+// unknown. The outcome is recorded even if ctx was cancelled meanwhile.
+func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.lease)
+	ref, perr := callPost(pctx, post, c.k.ID, c.payload)
+	cancel()
+	wctx := context.WithoutCancel(ctx)
+	switch {
+	case perr == nil:
+		if err := c.complete(wctx, ref); err != nil {
+			return "", err
+		}
+		return ref, nil
+	case errors.Is(perr, idem.ErrUnknownOutcome) || errors.Is(perr, ErrUnknown):
+		err := fmt.Errorf("%w: %w", ErrUnknown, perr)
+		if uerr := c.markUnknown(wctx); uerr != nil {
+			return "", errors.Join(err, uerr)
+		}
+		return "", err
+	default:
+		err := fmt.Errorf("sideeffect: post failed, marker released for a later attempt: %w", perr)
+		if rerr := c.release(wctx); rerr != nil {
+			return "", errors.Join(err, rerr)
+		}
+		return "", err
+	}
+}
+
+var errPanic = errors.New("sideeffect: post panicked")
+
+// callPost calls post, turning a panic into an error that counts as an
+// unknown outcome.
+func callPost(ctx context.Context, post PostFunc, key string, payload json.RawMessage) (ref string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %w: %v\n%s", ErrUnknown, errPanic, r, debug.Stack())
+		}
+	}()
+	return post(ctx, key, payload)
+}
+
+// complete records done(ref), only while the claim still owns the marker.
+func (c *claim) complete(ctx context.Context, ref string) error {
+	return c.fenced(ctx, "completing", func(d *doc) {
+		d.State = Done
+		d.Ref = ref
+		d.Token = ""
+		d.LeaseUntil = time.Time{}
+	})
+}
+
+// release returns the marker to Pending, counting the failure, only while
+// the claim still owns it.
+func (c *claim) release(ctx context.Context) error {
+	return c.fenced(ctx, "releasing", func(d *doc) {
+		d.State = Pending
+		d.Failures++
+		d.Token = ""
+		d.LeaseUntil = time.Time{}
+	})
+}
+
+// markUnknown records that the claim's outcome is unknown, only while the
+// claim still owns the marker. The token stays, so that the owner can still
+// complete if it learns the outcome, until someone else takes over.
+func (c *claim) markUnknown(ctx context.Context) error {
+	return c.fenced(ctx, "recording unknown outcome of", func(d *doc) {
+		d.State = Unknown
+	})
+}
+
+// fenced applies change to the marker in one transaction if the marker is
+// still Claimed or Unknown under this claim's token; otherwise it returns
+// ErrFenced and writes nothing.
+func (c *claim) fenced(ctx context.Context, what string, change func(d *doc)) error {
+	return c.s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		d, v, err := load(ctx, tx, c.k)
+		if errors.Is(err, ErrNoMarker) {
+			return fmt.Errorf("%w (%s marker)", ErrFenced, what)
+		}
+		if err != nil {
+			return err
+		}
+		if d.Token != c.token || (d.State != Claimed && d.State != Unknown) {
+			return fmt.Errorf("%w (%s marker)", ErrFenced, what)
+		}
+		change(&d)
+		d.UpdatedAt = c.cfg.now()
+		if err := tx.Update(ctx, c.k, v, d); err != nil {
+			return fmt.Errorf("sideeffect: %s marker: %w", what, err)
+		}
+		if d.State == Done {
+			return indexRemove(ctx, tx, c.k.ID)
+		}
+		return nil
+	})
+}
+
+// AfterCommit arranges for [Once] to run for key once the transaction ctx
+// belongs to has committed (see idem.AfterCommit): after a real commit
+// only, never on rollback and never when the middleware answers a replay.
+// Call it in a tool handler right after [Intend], with the handler's ctx.
+//
+// The key, post and options are checked now, so a bad one fails the
+// handler (and rolls its transaction back) rather than the hook. then, if
+// not nil, receives Once's result; a post that fails after the commit leaves
+// its marker Pending (or Unknown) for [Recover]. AfterCommit returns
+// idem.ErrNoTransaction if ctx is not inside a transaction of idem.Run or
+// the middleware.
+func AfterCommit(ctx context.Context, s idem.Store, key string, post PostFunc, then func(ref string, err error), opts ...Option) error {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return err
+	}
+	k, err := markerKey(key)
+	if err != nil {
+		return err
+	}
+	if post == nil {
+		return errNilPost
+	}
+	return idem.AfterCommit(ctx, func(ctx context.Context) {
+		ref, err := once(ctx, s, k, post, cfg)
+		if then != nil {
+			then(ref, err)
+		}
+	})
+}

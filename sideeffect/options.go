@@ -1,0 +1,73 @@
+package sideeffect
+
+import (
+	"errors"
+	"time"
+)
+
+// Default values of the options.
+const (
+	// DefaultLease is how long a claim owns a marker before it counts as
+	// abandoned.
+	DefaultLease = time.Minute
+	// DefaultWait is how long Once waits for another caller's claim to
+	// finish before it returns ErrInFlight.
+	DefaultWait = 5 * time.Second
+)
+
+// An Option changes how a call of this package behaves. Options are made
+// only by the functions of this package.
+type Option func(*config)
+
+type config struct {
+	now   func() time.Time
+	lease time.Duration
+	wait  time.Duration
+}
+
+// Clock sets the clock that claims and leases are measured with. Default
+// time.Now. Every process sharing a store should use clocks that agree.
+func Clock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// Lease sets how long a claim owns a marker (default [DefaultLease]). After
+// that, the claim counts as abandoned: nobody posts again until [Recover]
+// has reconciled it. Choose a lease longer than any post can take: Once
+// cancels the post's context when the lease ends (measured on the real
+// clock). A lease that is not positive is an error.
+func Lease(d time.Duration) Option {
+	return func(c *config) { c.lease = d }
+}
+
+// Wait sets how long Once waits, polling, for a marker claimed by another
+// caller to be completed (default [DefaultWait]). Zero means do not wait:
+// return ErrInFlight at once. A negative wait is an error.
+func Wait(d time.Duration) Option {
+	return func(c *config) { c.wait = d }
+}
+
+var (
+	errLease = errors.New("sideeffect: lease must be positive")
+	errWait  = errors.New("sideeffect: wait must not be negative")
+)
+
+func newConfig(opts []Option) (config, error) {
+	c := config{now: time.Now, lease: DefaultLease, wait: DefaultWait}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.lease <= 0 {
+		return c, errLease
+	}
+	if c.wait < 0 {
+		return c, errWait
+	}
+	return c, nil
+}

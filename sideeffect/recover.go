@@ -1,0 +1,233 @@
+package sideeffect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// An Outcome is what a [ReconcileFunc] learned about an effect whose claim
+// ended without a recorded outcome.
+type Outcome int
+
+const (
+	// StillUnknown: external truth cannot tell yet. The marker stays
+	// Unknown, listed by List(ctx, s, Unknown), and nothing is posted. It is
+	// the zero value, so a reconcile that says nothing posts nothing.
+	StillUnknown Outcome = iota
+	// Committed: the effect happened. The marker becomes Done with the
+	// reference reconcile returns; nothing is posted.
+	Committed
+	// NotCommitted: the effect did not happen. The marker is claimed and
+	// posted again, once.
+	NotCommitted
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case StillUnknown:
+		return "still_unknown"
+	case Committed:
+		return "committed"
+	case NotCommitted:
+		return "not_committed"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// A ReconcileFunc reads external truth (the target's own record, looked up
+// by the marker key sent as idempotency key, or by the payload) and says
+// whether the effect of m happened. For Committed it returns the effect's
+// external reference. An error leaves the marker as it was.
+type ReconcileFunc func(ctx context.Context, m Marker) (Outcome, string, error)
+
+// Report says what one [Recover] run did, by marker key, in key order.
+type Report struct {
+	// Posted: pending or not-committed markers posted and recorded done.
+	Posted []string
+	// Reconciled: markers recorded done because reconcile said Committed.
+	Reconciled []string
+	// Unknown: markers reconcile could not settle (StillUnknown); they
+	// need a person, and are listed by List(ctx, s, Unknown).
+	Unknown []string
+	// Busy: markers another caller was working on (a live claim, or one
+	// that moved while Recover looked at it); left alone.
+	Busy []string
+	// Failed: markers whose post or reconcile failed this run; they stay
+	// pending or unknown for the next run.
+	Failed []string
+}
+
+var (
+	errNilReconcile = errors.New("sideeffect: reconcile function is nil")
+	errBadOutcome   = errors.New("sideeffect: reconcile returned an undefined outcome")
+)
+
+// Recover drives every open marker towards done, one marker at a time:
+//
+//   - Pending (intended, never posted, or released after a failed post):
+//     claimed and posted with post, as [Once] would.
+//   - Claimed under a live lease: left to its owner.
+//   - Unknown, or claimed under an expired lease: recorded Unknown, then
+//     reconcile is asked. Committed records done(ref) without posting;
+//     NotCommitted claims the marker (fencing out the old owner) and posts
+//     once; StillUnknown leaves it Unknown, to be asked again next run.
+//
+// Run it at start-up and then periodically (every lease or so). Concurrent
+// Recover runs are safe: each transition is conditional, so no marker is
+// posted twice by them. Per-marker failures are in the report and joined in
+// the returned error; the other markers are still processed. Recover holds
+// no store transaction open while it posts.
+func Recover(ctx context.Context, s idem.Store, post PostFunc, reconcile ReconcileFunc, opts ...Option) (Report, error) {
+	var r Report
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return r, err
+	}
+	if post == nil {
+		return r, errNilPost
+	}
+	if reconcile == nil {
+		return r, errNilReconcile
+	}
+	open, err := readOpen(ctx, s, cfg)
+	if err != nil {
+		return r, err
+	}
+	var errs []error
+	for _, m := range open {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		list, err := recoverOne(ctx, s, m.Key, post, reconcile, cfg)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		switch list {
+		case listPosted:
+			r.Posted = append(r.Posted, m.Key)
+		case listReconciled:
+			r.Reconciled = append(r.Reconciled, m.Key)
+		case listUnknown:
+			r.Unknown = append(r.Unknown, m.Key)
+		case listBusy:
+			r.Busy = append(r.Busy, m.Key)
+		case listFailed:
+			r.Failed = append(r.Failed, m.Key)
+		}
+	}
+	if len(errs) > 0 {
+		return r, fmt.Errorf("sideeffect: %d of %d open markers failed to recover: %w", len(errs), len(open), errors.Join(errs...))
+	}
+	return r, nil
+}
+
+type list int
+
+const (
+	listNone list = iota
+	listPosted
+	listReconciled
+	listUnknown
+	listBusy
+	listFailed
+)
+
+func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, reconcile ReconcileFunc, cfg config) (list, error) {
+	k, err := markerKey(key)
+	if err != nil {
+		return listFailed, err
+	}
+	// Pending: claim and post, as Once does but without waiting.
+	c, seen, err := takeClaim(ctx, s, k, cfg, claimPending)
+	if errors.Is(err, ErrNoMarker) {
+		return listNone, nil
+	}
+	if err != nil {
+		return listFailed, err
+	}
+	if c != nil {
+		return posted(c.post(ctx, post))
+	}
+	switch seen.effective(cfg.now()) {
+	case Done:
+		return listNone, nil
+	case Claimed:
+		return listBusy, nil
+	}
+
+	// Unknown: the claim under seen.Token ended without an outcome.
+	stale := &claim{s: s, k: k, token: seen.Token, payload: seen.Payload, cfg: cfg}
+	if seen.State == Claimed {
+		if err := stale.markUnknownExpired(ctx); errors.Is(err, ErrFenced) {
+			return listBusy, nil
+		} else if err != nil {
+			return listFailed, err
+		}
+		seen.State = Unknown
+	}
+	m := seen.marker(key, cfg.now())
+	outcome, ref, err := reconcile(ctx, m)
+	if err != nil {
+		return listFailed, fmt.Errorf("sideeffect: reconcile: %w", err)
+	}
+	switch outcome {
+	case StillUnknown:
+		return listUnknown, nil
+	case Committed:
+		err := stale.complete(context.WithoutCancel(ctx), ref)
+		if errors.Is(err, ErrFenced) {
+			return listBusy, nil
+		}
+		if err != nil {
+			return listFailed, err
+		}
+		return listReconciled, nil
+	case NotCommitted:
+		c, _, err := takeClaim(ctx, s, k, cfg, func(d *doc, now time.Time) bool {
+			return d.Token == seen.Token && d.effective(now) == Unknown
+		})
+		if err != nil {
+			return listFailed, err
+		}
+		if c == nil {
+			return listBusy, nil
+		}
+		return posted(c.post(ctx, post))
+	}
+	return listFailed, errBadOutcome
+}
+
+func posted(_ string, err error) (list, error) {
+	if err != nil {
+		return listFailed, err
+	}
+	return listPosted, nil
+}
+
+// markUnknownExpired records Unknown for a claim whose lease has ended, only
+// if the marker is still claimed under that token with an expired lease.
+func (c *claim) markUnknownExpired(ctx context.Context) error {
+	return c.s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		d, v, err := load(ctx, tx, c.k)
+		if errors.Is(err, ErrNoMarker) {
+			return ErrFenced
+		}
+		if err != nil {
+			return err
+		}
+		now := c.cfg.now()
+		if d.Token != c.token || d.State != Claimed || d.effective(now) != Unknown {
+			return ErrFenced
+		}
+		d.State = Unknown
+		d.UpdatedAt = now
+		if err := tx.Update(ctx, c.k, v, d); err != nil {
+			return fmt.Errorf("sideeffect: recording unknown outcome of marker: %w", err)
+		}
+		return nil
+	})
+}
