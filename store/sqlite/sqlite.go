@@ -1,0 +1,319 @@
+// Package sqlite is an [idem.Store] in one SQLite database file: the
+// embedded, durable default. It uses modernc.org/sqlite, so it needs no cgo.
+//
+//	s, err := sqlite.Open("idem.db", nil)
+//	if err != nil { ... }
+//	defer s.Close()
+//	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+//		return tx.Create(ctx, idem.Key{Collection: "posts", ID: "p1"}, post)
+//	})
+//
+// Documents live in one table, created by Open:
+//
+//	docs(collection TEXT, id TEXT, version INTEGER, doc TEXT, expires_at INTEGER NULL,
+//	     PRIMARY KEY(collection, id))
+//
+// where doc is the JSON document and expires_at is Unix nanoseconds (NULL:
+// never). A one-row table docs_seq holds the last version handed out, so
+// versions never repeat, not even after a delete.
+//
+// Every Run is one write transaction, BEGIN IMMEDIATE on a connection of its
+// own, in WAL mode with synchronous=FULL: transactions run one at a time
+// (within a process they queue in Go; across processes SQLite's lock and busy
+// timeout order them), so fn never loses a race, and a committed transaction
+// survives a crash or power loss.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// Options configure a Store. Nil, or a zero field, means the default.
+type Options struct {
+	// Now is the store's clock, used to decide whether a document has
+	// expired. Default time.Now.
+	Now func() time.Time
+	// MaxDocumentBytes is the largest JSON document a write accepts; larger
+	// ones fail with idem.ErrTooLarge. Default 1 MiB.
+	MaxDocumentBytes int
+	// BusyTimeout is how long a transaction waits for the database while
+	// another one (in this process or another) holds it, before Run counts
+	// the attempt as lost. Default 5 s.
+	BusyTimeout time.Duration
+	// MaxAttempts bounds how many times Run calls fn when fn returns an
+	// error wrapping idem.ErrConflict or the database stays busy. Default 16.
+	MaxAttempts int
+}
+
+// Store is an idem.Store in a SQLite database file. It is safe for
+// concurrent use; create it with Open and release it with Close.
+type Store struct {
+	db       *sql.DB
+	now      func() time.Time
+	maxBytes int
+	busy     time.Duration
+	attempts int
+	// writer holds one token while a Run or Sweep of this Store uses the
+	// database, so that this process's transactions queue in Go instead of
+	// polling SQLite's lock.
+	writer chan struct{}
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS docs (
+	collection TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	version    INTEGER NOT NULL,
+	doc        TEXT NOT NULL,
+	expires_at INTEGER,
+	PRIMARY KEY (collection, id)
+);
+CREATE INDEX IF NOT EXISTS docs_expires_at ON docs (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS docs_seq (
+	one  INTEGER PRIMARY KEY CHECK (one = 1),
+	last INTEGER NOT NULL
+);
+INSERT INTO docs_seq (one, last) VALUES (1, 0) ON CONFLICT (one) DO NOTHING;
+`
+
+// Open opens (creating if need be) the SQLite database file at path and
+// the docs table in it. path is a file name, not a URI; nil opts means the
+// defaults. The returned Store holds the file open until Close.
+func Open(path string, opts *Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if strings.HasPrefix(path, "file:") || path == ":memory:" || strings.ContainsRune(path, 0) {
+		return nil, errors.New("sqlite: path must name a database file")
+	}
+	s := &Store{
+		now:      time.Now,
+		maxBytes: 1 << 20,
+		busy:     5 * time.Second,
+		attempts: 16,
+		writer:   make(chan struct{}, 1),
+	}
+	if opts != nil {
+		if opts.Now != nil {
+			s.now = opts.Now
+		}
+		if opts.MaxDocumentBytes > 0 {
+			s.maxBytes = opts.MaxDocumentBytes
+		}
+		if opts.BusyTimeout > 0 {
+			s.busy = opts.BusyTimeout
+		}
+		if opts.MaxAttempts > 0 {
+			s.attempts = opts.MaxAttempts
+		}
+	}
+	db, err := sql.Open("sqlite", dsn(path, s.busy))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: opening database: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.busy+5*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: creating tables: %w", err)
+	}
+	s.db = db
+	return s, nil
+}
+
+// dsn makes a modernc.org/sqlite data source name for the file at path.
+// The path goes in a file: URI, escaped so that '?', '#' and '%' in it stay
+// part of the name.
+func dsn(path string, busy time.Duration) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	u := "file:" + r.Replace(path)
+	if strings.HasPrefix(path, "/") {
+		u = "file://" + r.Replace(path)
+	}
+	ms := strconv.FormatInt(max(busy.Milliseconds(), 1), 10)
+	return u + "?_pragma=busy_timeout(" + ms + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+}
+
+// Close closes the database. Runs still in progress fail; Close must not be
+// called from inside fn.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlite: closing database: %w", err)
+	}
+	return nil
+}
+
+// lock waits for this Store's writer token, at most the busy timeout.
+func (s *Store) lock(ctx context.Context) error {
+	select {
+	case s.writer <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(s.busy)
+	defer t.Stop()
+	select {
+	case s.writer <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		// Not retried: the likeliest cause is a Run from inside fn, which
+		// waits for itself.
+		return errors.New("sqlite: timed out waiting for this store's transaction in progress (is Run called from inside fn?)")
+	}
+}
+
+func (s *Store) unlock() { <-s.writer }
+
+// Run implements [idem.Store]. fn runs inside one BEGIN IMMEDIATE
+// transaction, which commits when fn returns nil and rolls back otherwise; a
+// panic in fn rolls back and goes on panicking. Run calls fn again, up to
+// Options.MaxAttempts times in all, when fn returns an error wrapping
+// idem.ErrConflict or when the database stays locked by another process
+// for the busy timeout; the error after the last attempt wraps
+// idem.ErrConflict.
+//
+// A COMMIT that fails with SQLITE_BUSY has left the transaction open, so Run
+// rolls it back and tries again. A COMMIT that fails any other way (an I/O
+// error, a full disk) may or may not have reached the file, so Run returns an
+// error wrapping both idem.ErrUnknownOutcome and the *sqlite.Error, and
+// discards the connection. The COMMIT ignores ctx's cancellation, so that a
+// cancelled request does not turn a commit into an unknown outcome.
+//
+// Run must not be called from inside fn on the same Store: it would wait for
+// the transaction fn is in, and fail after the busy timeout.
+func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	var err error
+	for attempt := range s.attempts {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+		}
+		err = s.runOnce(ctx, fn)
+		if err == nil || !errors.Is(err, idem.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+func backoff(ctx context.Context, attempt int) error {
+	limit := min(time.Duration(100<<min(attempt, 8))*time.Microsecond, 20*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) (err error) {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: getting a connection: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		if isBusy(err) {
+			return fmt.Errorf("%w: database locked: %w", idem.ErrConflict, err)
+		}
+		return fmt.Errorf("sqlite: beginning transaction: %w", err)
+	}
+	t := &tx{s: s, conn: conn}
+	done := false
+	defer func() {
+		t.closed = true
+		if !done {
+			// fn panicked (or called runtime.Goexit): undo it and let the
+			// panic go on.
+			rollback(conn)
+		}
+	}()
+	fnErr := fn(ctx, t)
+	t.closed = true
+	done = true
+	if fnErr != nil {
+		rollback(conn)
+		return fnErr
+	}
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+		if isBusy(err) {
+			rollback(conn)
+			return fmt.Errorf("%w: database locked at commit: %w", idem.ErrConflict, err)
+		}
+		discard(conn)
+		return fmt.Errorf("%w: sqlite commit failed: %w", idem.ErrUnknownOutcome, err)
+	}
+	return nil
+}
+
+// rollback ends the transaction on conn; if it cannot, the connection is
+// discarded so that no later Run inherits the open transaction.
+func rollback(conn *sql.Conn) {
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		discard(conn)
+	}
+}
+
+// discard makes database/sql close conn instead of reusing it.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// Sweep implements [idem.Sweeper]: it deletes up to limit documents whose
+// expiry is not after the store's clock, in one transaction, and returns how
+// many it deleted. limit must be positive.
+func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, errors.New("sqlite: sweep limit must be positive")
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.unlock()
+	res, err := s.db.ExecContext(ctx,
+		`DELETE FROM docs WHERE rowid IN (
+			SELECT rowid FROM docs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)`,
+		unixNano(s.now()), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweeping expired documents: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweeping expired documents: %w", err)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,248 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// tx is one Run's transaction: statements on the Run's connection, inside
+// its BEGIN IMMEDIATE, so reads see this tx's own writes.
+type tx struct {
+	s      *Store
+	conn   *sql.Conn
+	closed bool
+}
+
+var errClosed = errors.New("sqlite: transaction used after Run's fn returned")
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// unixNano is t in Unix nanoseconds, clamped to the int64 range so that
+// the order of times is kept (expired stays expired, far future stays live).
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// expiresAt is the expires_at column value for a write with opts: NULL for
+// no expiry.
+func expiresAt(opts []idem.WriteOption) sql.NullInt64 {
+	o := idem.ApplyWriteOptions(opts)
+	if o.ExpiresAt.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: unixNano(o.ExpiresAt), Valid: true}
+}
+
+func (t *tx) check(k idem.Key) error {
+	if t.closed {
+		return errClosed
+	}
+	return k.Validate()
+}
+
+func (t *tx) encode(doc any) (string, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("sqlite: encoding document: %w", err)
+	}
+	if len(b) > t.s.maxBytes {
+		return "", fmt.Errorf("%w: document is %d bytes, limit %d", idem.ErrTooLarge, len(b), t.s.maxBytes)
+	}
+	return string(b), nil
+}
+
+func (t *tx) nowNano() int64 { return unixNano(t.s.now()) }
+
+// The version a write gives is the sequence's next value; bump claims it
+// once the write has happened, so versions never repeat.
+const nextVersion = `(SELECT last + 1 FROM docs_seq WHERE one = 1)`
+
+func (t *tx) bump(ctx context.Context) error {
+	if _, err := t.conn.ExecContext(ctx, `UPDATE docs_seq SET last = last + 1 WHERE one = 1`); err != nil {
+		return fmt.Errorf("sqlite: advancing version sequence: %w", err)
+	}
+	return nil
+}
+
+// wrote reports whether res changed a row, and if it did claims the version
+// the row got.
+func (t *tx) wrote(ctx context.Context, res sql.Result) (bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: writing document: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	return true, t.bump(ctx)
+}
+
+// miss explains why a conditional write at k changed nothing: no live
+// document (ErrNotFound) or another version (ErrConflict).
+func (t *tx) miss(ctx context.Context, k idem.Key) error {
+	if _, err := t.Get(ctx, k, nil); err != nil {
+		return err
+	}
+	return idem.ErrConflict
+}
+
+// Get implements [idem.Tx].
+func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if err := t.check(k); err != nil {
+		return 0, err
+	}
+	var (
+		v   int64
+		doc []byte
+		exp sql.NullInt64
+	)
+	err := t.conn.QueryRowContext(ctx,
+		`SELECT version, doc, expires_at FROM docs WHERE collection = ? AND id = ?`,
+		k.Collection, k.ID).Scan(&v, &doc, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, idem.ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: reading document: %w", err)
+	}
+	if exp.Valid && exp.Int64 <= t.nowNano() {
+		return 0, idem.ErrNotFound
+	}
+	if dst != nil {
+		if err := json.Unmarshal(doc, dst); err != nil {
+			return 0, fmt.Errorf("sqlite: decoding document: %w", err)
+		}
+	}
+	return idem.Version(v), nil
+}
+
+// Create implements [idem.Tx]: one INSERT whose ON CONFLICT replaces the row
+// only if it has expired.
+func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	res, err := t.conn.ExecContext(ctx,
+		`INSERT INTO docs (collection, id, version, doc, expires_at) VALUES (?, ?, `+nextVersion+`, ?, ?)
+		ON CONFLICT (collection, id) DO UPDATE
+			SET version = excluded.version, doc = excluded.doc, expires_at = excluded.expires_at
+			WHERE docs.expires_at IS NOT NULL AND docs.expires_at <= ?`,
+		k.Collection, k.ID, b, expiresAt(opts), t.nowNano())
+	if err != nil {
+		return fmt.Errorf("sqlite: creating document: %w", err)
+	}
+	ok, err := t.wrote(ctx, res)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return idem.ErrExists
+	}
+	return nil
+}
+
+// Put implements [idem.Tx].
+func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	res, err := t.conn.ExecContext(ctx,
+		`INSERT INTO docs (collection, id, version, doc, expires_at) VALUES (?, ?, `+nextVersion+`, ?, ?)
+		ON CONFLICT (collection, id) DO UPDATE
+			SET version = excluded.version, doc = excluded.doc, expires_at = excluded.expires_at`,
+		k.Collection, k.ID, b, expiresAt(opts))
+	if err != nil {
+		return fmt.Errorf("sqlite: putting document: %w", err)
+	}
+	ok, err := t.wrote(ctx, res)
+	if err == nil && !ok {
+		err = errors.New("sqlite: put changed no row")
+	}
+	return err
+}
+
+// Update implements [idem.Tx]: one UPDATE conditional on the version and on
+// the document being live.
+func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	res, err := t.conn.ExecContext(ctx,
+		`UPDATE docs SET version = `+nextVersion+`, doc = ?, expires_at = ?
+		WHERE collection = ? AND id = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)`,
+		b, expiresAt(opts), k.Collection, k.ID, int64(v), t.nowNano())
+	if err != nil {
+		return fmt.Errorf("sqlite: updating document: %w", err)
+	}
+	ok, err := t.wrote(ctx, res)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return t.miss(ctx, k)
+	}
+	return nil
+}
+
+// Delete implements [idem.Tx].
+func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	res, err := t.conn.ExecContext(ctx,
+		`DELETE FROM docs
+		WHERE collection = ? AND id = ? AND (? = 0 OR version = ?) AND (expires_at IS NULL OR expires_at > ?)`,
+		k.Collection, k.ID, int64(v), int64(v), t.nowNano())
+	if err != nil {
+		return fmt.Errorf("sqlite: deleting document: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: deleting document: %w", err)
+	}
+	if n == 0 {
+		return t.miss(ctx, k)
+	}
+	return nil
+}
+
+// As implements [idem.Tx]. With target of type **sql.Conn it sets *target to
+// the connection this transaction runs on, so that a server can read and
+// write its own tables in the same transaction: what it writes there commits
+// or rolls back with the documents. Use the connection only inside fn, and
+// never run BEGIN, COMMIT or ROLLBACK on it.
+func (t *tx) As(target any) bool {
+	if p, ok := target.(**sql.Conn); ok && p != nil && !t.closed {
+		*p = t.conn
+		return true
+	}
+	return false
+}
