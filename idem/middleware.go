@@ -45,8 +45,9 @@ func Tool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolH
 }
 
 func newToolHandler[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	fl := &flights{m: make(map[Key]chan struct{})}
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		cl := &call[In, Out]{c: c, s: s, h: h, req: req, in: in}
+		cl := &call[In, Out]{c: c, s: s, h: h, fl: fl, req: req, in: in}
 		return cl.serve(ctx)
 	}
 }
@@ -55,6 +56,7 @@ type call[In, Out any] struct {
 	c   *config
 	s   Store
 	h   HandlerFor[In, Out]
+	fl  *flights
 	req *mcp.CallToolRequest
 	in  In
 
@@ -102,7 +104,7 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, e
 	}
 	cl.key = OpKey(cl.scope, cl.tool, cl.opID)
 
-	release, err := inflight.acquire(ctx, cl.key, cl.c.busyAfter)
+	release, err := cl.fl.acquire(ctx, cl.key, cl.c.busyAfter)
 	if err != nil {
 		if errors.Is(err, errBusy) {
 			return refusal(&Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}), zero, nil
@@ -382,17 +384,15 @@ func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) err
 	return l, nil
 }
 
-// flights lets one call per op key run at a time in this process, so a
-// concurrent duplicate waits for the first and then replays its result
-// instead of running the handler too. Across processes the op record's
-// create-if-absent gives the same guarantee at the price of a retried
-// transaction.
+// flights lets one call per op key run at a time through one wrapped
+// handler, so a concurrent duplicate waits for the first and then replays its
+// result instead of running the handler too. Across handlers and processes
+// the op record's create-if-absent in the store gives the same guarantee at
+// the price of a retried transaction.
 type flights struct {
 	mu sync.Mutex // guards m
 	m  map[Key]chan struct{}
 }
-
-var inflight = &flights{m: make(map[Key]chan struct{})}
 
 var errBusy = errors.New("idem: busy")
 

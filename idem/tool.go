@@ -60,22 +60,22 @@ func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
 				return nil, fmt.Errorf("key %q is not an input property", k)
 			}
 			p = p.CloneSchemas()
-			p.Description = strings.TrimSpace(p.Description + " Record key: names the record this call writes; a repeat with the same value writes the same record.")
+			p.Description = strings.TrimSpace(p.Description + " Required. Record key: names the record this call writes; a repeat with the same value writes the same record.")
 			schema.Properties[k] = p
 		}
-		for _, k := range c.keys {
-			if !slices.Contains(schema.Required, k) {
-				schema.Required = append(slices.Clip(schema.Required), k)
-			}
-		}
+		// Keys leave the schema's required list: the middleware refuses a
+		// missing key itself, with missing_key and a message that names the
+		// argument, where the SDK's validation would answer without a code.
+		schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
+			return slices.Contains(c.keys, r)
+		})
 		if c.opID {
 			if _, ok := schema.Properties[OpIDArgument]; !ok {
+				// No type or pattern: the middleware checks the op id and
+				// refuses with invalid_op_id, without echoing it as the
+				// SDK's schema validation would.
 				schema.Properties[OpIDArgument] = &jsonschema.Schema{
-					Type:        "string",
-					MinLength:   ptr(1),
-					MaxLength:   ptr(MaxOpIDLen),
-					Pattern:     "^[!-~]+$",
-					Description: opIDNote,
+					Description: "Optional string of 1..128 printable ASCII characters without spaces, " + opIDNote,
 				}
 			}
 		}

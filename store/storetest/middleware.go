@@ -1,7 +1,638 @@
 package storetest
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+)
+
+// secret is an argument value that must never appear in an error a caller
+// sees.
+const secret = "SECRET-7f3a9c"
+
+const opTTL = time.Hour
+
+// mwFixture is a server with idemkit tools on one store, and counters of
+// what its handlers did.
+type mwFixture struct {
+	t     *testing.T
+	store idem.Store
+	clock *Clock
+	srv   *mcp.Server
+
+	execs    atomic.Int64 // add_note handler runs
+	statuses atomic.Int64 // set_status handler runs
+	hooks    atomic.Int64 // add_note AfterCommit hooks run
+	fail     atomic.Value // string: "", "error", "iserror", "panic": how add_note fails
+}
+
+type noteIn struct {
+	Text string `json:"text"`
+}
+
+type noteOut struct {
+	ID string `json:"id"`
+	N  int64  `json:"n"`
+}
+
+type statusIn struct {
+	Handle string `json:"handle"`
+	Status string `json:"status"`
+}
+
+type closeIn struct {
+	SessionID string `json:"session_id,omitempty"`
+}
+
+func noteKey(n int64) idem.Key { return idem.Key{Collection: "notes", ID: fmt.Sprintf("note-%d", n)} }
+
+func newMWFixture(t *testing.T, h Harness) *mwFixture {
+	t.Helper()
+	f := &mwFixture{t: t, clock: NewClock(time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC))}
+	f.fail.Store("")
+	f.store = h.New(t, f.clock.Now)
+	f.srv = f.newServer()
+	return f
+}
+
+// newServer returns another server over the same store, as a second process
+// would be.
+func (f *mwFixture) newServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+	opts := []idem.Option{idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL)}
+	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, f.store, f.addNote, opts...)
+	idem.AddTool(srv, &mcp.Tool{Name: "scoped_note", Description: "Add a note as a signed-in user."}, f.store, f.addNote,
+		append(opts, idem.RequireScope())...)
+	idem.AddTool(srv, &mcp.Tool{Name: "set_status", Description: "Set a handle's status."}, f.store, f.setStatus,
+		idem.Keys("handle"), idem.Clock(f.clock.Now))
+	idem.AddTool(srv, &mcp.Tool{Name: "close_session", Description: "Close a session."}, f.store, closeSession,
+		idem.OpID(), idem.Clock(f.clock.Now))
+	idem.RegisterStatusTool(srv, f.store)
+	return srv
+}
+
+// addNote appends a note under a server-made id: unsafe to repeat without an
+// op id.
+func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+	n := f.execs.Add(1)
+	if err := tx.Create(ctx, noteKey(n), in); err != nil {
+		return nil, noteOut{}, err
+	}
+	if err := idem.AfterCommit(ctx, func(context.Context) { f.hooks.Add(1) }); err != nil {
+		return nil, noteOut{}, err
+	}
+	switch f.fail.Load().(string) {
+	case "error":
+		return nil, noteOut{}, errors.New("handler failed")
+	case "iserror":
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "tool failed"}}}, noteOut{}, nil
+	case "panic":
+		panic("handler panicked")
+	}
+	return nil, noteOut{ID: noteKey(n).ID, N: n}, nil
+}
+
+func (f *mwFixture) setStatus(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, statusIn, error) {
+	f.statuses.Add(1)
+	return nil, in, tx.Put(ctx, idem.Key{Collection: "statuses", ID: in.Handle}, in)
+}
+
+func closeSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in closeIn) (*mcp.CallToolResult, closeIn, error) {
+	id, err := idem.ResolveTarget(idem.TargetQuery{
+		ID:     in.SessionID,
+		Owned:  []idem.Candidate{{ID: "s-2", Label: "laptop"}, {ID: "s-1", Label: "phone"}},
+		Queued: idem.HasOpID(req),
+	})
+	if err != nil {
+		return nil, closeIn{}, err
+	}
+	return nil, closeIn{SessionID: id}, tx.Put(ctx, idem.Key{Collection: "closed", ID: id}, in)
+}
+
+func (f *mwFixture) connect(wrap func(mcp.Transport) mcp.Transport) *mcp.ClientSession {
+	f.t.Helper()
+	return connectTo(f.t, f.srv, wrap)
+}
+
+func connectTo(t *testing.T, srv *mcp.Server, wrap func(mcp.Transport) mcp.Transport) *mcp.ClientSession {
+	t.Helper()
+	cs, err := idemtest.Connect(context.Background(), srv, wrap)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, meta mcp.Meta) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
+	if err != nil {
+		t.Fatalf("CallTool(%s): %v", name, err)
+	}
+	return res
+}
+
+// committedNotes counts the notes that exist among those the handler made.
+func (f *mwFixture) committedNotes() int {
+	f.t.Helper()
+	n := 0
+	for i := int64(1); i <= f.execs.Load(); i++ {
+		err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			_, err := tx.Get(ctx, noteKey(i), nil)
+			return err
+		})
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, idem.ErrNotFound):
+			f.t.Fatalf("reading note %d: %v", i, err)
+		}
+	}
+	return n
+}
+
+func (f *mwFixture) opRecord(scope, tool, opID string) *idem.OpRecord {
+	f.t.Helper()
+	rec, err := idem.LookupOp(context.Background(), f.store, scope, tool, opID)
+	if errors.Is(err, idem.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatalf("LookupOp: %v", err)
+	}
+	return rec
+}
+
+func errCode(res *mcp.CallToolResult) string {
+	if res == nil || res.Meta == nil {
+		return ""
+	}
+	s, _ := res.Meta[idem.MetaError].(string)
+	return s
+}
+
+func replayed(res *mcp.CallToolResult) bool {
+	if res == nil || res.Meta == nil {
+		return false
+	}
+	b, _ := res.Meta[idem.MetaReplayed].(bool)
+	return b
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// sameAnswer fails unless a and b carry the same content and structured
+// content.
+func sameAnswer(t *testing.T, a, b *mcp.CallToolResult) {
+	t.Helper()
+	if a.IsError || b.IsError {
+		t.Fatalf("error results: %q / %q", resultText(a), resultText(b))
+	}
+	if resultText(a) != resultText(b) {
+		t.Errorf("content differs:\n first: %s\nsecond: %s", resultText(a), resultText(b))
+	}
+	ja, _ := json.Marshal(a.StructuredContent)
+	jb, _ := json.Marshal(b.StructuredContent)
+	if string(ja) != string(jb) {
+		t.Errorf("structured content differs:\n first: %s\nsecond: %s", ja, jb)
+	}
+}
+
+func noteID(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	var out noteOut
+	if err := json.Unmarshal(b, &out); err != nil || out.ID == "" {
+		t.Fatalf("result has no note id: %s", b)
+	}
+	return out.ID
+}
 
 func runMiddleware(t *testing.T, h Harness) {
-	t.Skip("suite not written yet")
+	t.Run("SameOpIDTwice", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		args := map[string]any{"text": "hello", "op_id": "op-1"}
+		r1 := callTool(t, cs, "add_note", args, nil)
+		r2 := callTool(t, cs, "add_note", args, nil)
+		if got := f.execs.Load(); got != 1 {
+			t.Fatalf("handler ran %d times, want 1", got)
+		}
+		sameAnswer(t, r1, r2)
+		if replayed(r1) || !replayed(r2) {
+			t.Errorf("replay marker: first %v, second %v; want false, true", replayed(r1), replayed(r2))
+		}
+		// The op id may come in _meta instead; the fingerprint ignores it.
+		r3 := callTool(t, cs, "add_note", map[string]any{"text": "hello"}, mcp.Meta{idem.MetaOpID: "op-1"})
+		sameAnswer(t, r1, r3)
+		if got := f.committedNotes(); got != 1 {
+			t.Errorf("%d notes committed, want 1", got)
+		}
+		if got := f.hooks.Load(); got != 1 {
+			t.Errorf("after-commit hooks ran %d times, want 1 (never on replay)", got)
+		}
+	})
+
+	t.Run("DropAfterCommitThenRetry", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		d := &idemtest.Dropper{Tool: "add_note"}
+		cs := f.connect(d.Wrap)
+		args := map[string]any{"text": "posted offline", "op_id": "op-drop"}
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_note", Arguments: args}); err == nil {
+			t.Fatal("first call succeeded; want the response lost")
+		}
+		if d.Dropped() != 1 {
+			t.Fatalf("dropped %d responses, want 1", d.Dropped())
+		}
+		rec := f.opRecord("", "add_note", "op-drop")
+		if rec == nil {
+			t.Fatal("no op record after the handler returned: the change did not commit")
+		}
+		cs2 := f.connect(nil) // the client reconnects and retries
+		r := callTool(t, cs2, "add_note", args, nil)
+		if got := f.execs.Load(); got != 1 {
+			t.Fatalf("handler ran %d times, want 1", got)
+		}
+		if !replayed(r) || noteID(t, r) != "note-1" {
+			t.Errorf("retry: replayed=%v id=%s; want the first answer, replayed", replayed(r), noteID(t, r))
+		}
+		var stored noteOut
+		if err := json.Unmarshal(rec.Output, &stored); err != nil || stored.ID != noteID(t, r) {
+			t.Errorf("retry answered %s, stored %s", noteID(t, r), rec.Output)
+		}
+		if got := f.committedNotes(); got != 1 {
+			t.Errorf("%d notes committed, want 1", got)
+		}
+	})
+
+	t.Run("Concurrent64SameOpID", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		args := map[string]any{"text": "once", "op_id": "op-64"}
+		results := make([]*mcp.CallToolResult, 64)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_note", Arguments: args})
+				if err != nil {
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+				results[i] = res
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if got := f.execs.Load(); got != 1 {
+			t.Fatalf("handler ran %d times, want 1", got)
+		}
+		for _, r := range results[1:] {
+			sameAnswer(t, results[0], r)
+		}
+		if got := f.committedNotes(); got != 1 {
+			t.Errorf("%d notes committed, want 1", got)
+		}
+	})
+
+	t.Run("ConcurrentAcrossServers", func(t *testing.T) {
+		// Two servers on one store stand for two processes: nothing in
+		// memory is shared, only the store's conditions keep it to one.
+		t.Parallel()
+		f := newMWFixture(t, h)
+		servers := []*mcp.Server{f.srv, f.newServer()}
+		sessions := []*mcp.ClientSession{connectTo(t, servers[0], nil), connectTo(t, servers[1], nil)}
+		args := map[string]any{"text": "twice", "op_id": "op-2p"}
+		results := make([]*mcp.CallToolResult, 16)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() {
+				res, err := sessions[i%2].CallTool(context.Background(), &mcp.CallToolParams{Name: "add_note", Arguments: args})
+				if err != nil {
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+				results[i] = res
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		for _, r := range results[1:] {
+			sameAnswer(t, results[0], r)
+		}
+		if got := f.committedNotes(); got != 1 {
+			t.Errorf("%d notes committed, want 1 (handler ran %d times)", got, f.execs.Load())
+		}
+	})
+
+	t.Run("KeyReused", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		r1 := callTool(t, cs, "add_note", map[string]any{"text": "first", "op_id": "op-r"}, nil)
+		id := noteID(t, r1)
+		r2 := callTool(t, cs, "add_note", map[string]any{"text": secret, "op_id": "op-r"}, nil)
+		if !r2.IsError || errCode(r2) != string(idem.CodeKeyReused) {
+			t.Fatalf("reuse: IsError=%v code=%q, want key_reused", r2.IsError, errCode(r2))
+		}
+		text := resultText(r2)
+		if strings.Contains(text, id) || strings.Contains(text, "first") || strings.Contains(text, secret) {
+			t.Errorf("key_reused reveals the stored result or echoes arguments: %q", text)
+		}
+		if r2.StructuredContent != nil {
+			if b, _ := json.Marshal(r2.StructuredContent); strings.Contains(string(b), id) {
+				t.Errorf("key_reused reveals the stored result: %s", b)
+			}
+		}
+		if got := f.execs.Load(); got != 1 {
+			t.Errorf("handler ran %d times, want 1", got)
+		}
+		if got := f.committedNotes(); got != 1 {
+			t.Errorf("%d notes committed, want 1", got)
+		}
+	})
+
+	t.Run("ScopeOverHTTP", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		users := map[string]string{"tok-alice": "alice", "tok-bob": "bob"}
+		verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
+			u, ok := users[token]
+			if !ok {
+				return nil, auth.ErrInvalidToken
+			}
+			return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
+		}
+		handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, nil)
+		hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(handler))
+		t.Cleanup(hs.Close)
+		connect := func(token string) *mcp.ClientSession {
+			hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+			client := mcp.NewClient(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hc}, nil)
+			if err != nil {
+				t.Fatalf("connect as %s: %v", token, err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			return cs
+		}
+		alice, bob := connect("tok-alice"), connect("tok-bob")
+		args := map[string]any{"text": "same words", "op_id": "shared-op"}
+		ra := callTool(t, alice, "scoped_note", args, nil)
+		rb := callTool(t, bob, "scoped_note", args, nil)
+		if replayed(rb) || noteID(t, rb) == noteID(t, ra) {
+			t.Fatalf("bob got alice's result (replayed=%v, id %s)", replayed(rb), noteID(t, rb))
+		}
+		if got := f.execs.Load(); got != 2 {
+			t.Errorf("handler ran %d times, want 2 (one per user)", got)
+		}
+		rb2 := callTool(t, bob, "scoped_note", args, nil)
+		if !replayed(rb2) || noteID(t, rb2) != noteID(t, rb) {
+			t.Errorf("bob's retry: replayed=%v id %s, want his own %s", replayed(rb2), noteID(t, rb2), noteID(t, rb))
+		}
+		if f.opRecord("alice", "scoped_note", "shared-op") == nil || f.opRecord("bob", "scoped_note", "shared-op") == nil {
+			t.Error("want one op record per user")
+		}
+		// Without a token (in-memory), a tool that requires a scope refuses.
+		r := callTool(t, f.connect(nil), "scoped_note", map[string]any{"text": "x", "op_id": "anon"}, nil)
+		if errCode(r) != string(idem.CodeScopeRequired) {
+			t.Errorf("anonymous call: code %q, want scope_required", errCode(r))
+		}
+		if got := f.execs.Load(); got != 2 {
+			t.Errorf("refused call ran the handler (%d runs)", got)
+		}
+	})
+
+	for _, mode := range []string{"error", "iserror", "panic"} {
+		t.Run("RollbackOn_"+mode, func(t *testing.T) {
+			t.Parallel()
+			f := newMWFixture(t, h)
+			cs := f.connect(nil)
+			args := map[string]any{"text": "x", "op_id": "op-fail"}
+			f.fail.Store(mode)
+			r := callTool(t, cs, "add_note", args, nil)
+			if !r.IsError {
+				t.Fatalf("failed handler: result is not an error")
+			}
+			if mode == "panic" && errCode(r) != string(idem.CodeInternal) {
+				t.Errorf("panic: code %q, want internal", errCode(r))
+			}
+			if f.committedNotes() != 0 || f.opRecord("", "add_note", "op-fail") != nil || f.hooks.Load() != 0 {
+				t.Fatalf("failed call left writes: notes=%d hooks=%d", f.committedNotes(), f.hooks.Load())
+			}
+			f.fail.Store("")
+			r2 := callTool(t, cs, "add_note", args, nil)
+			if r2.IsError || replayed(r2) {
+				t.Fatalf("retry after failure: IsError=%v replayed=%v; want a fresh run", r2.IsError, replayed(r2))
+			}
+			if f.execs.Load() != 2 || f.committedNotes() != 1 {
+				t.Errorf("after retry: runs=%d committed=%d, want 2 and 1", f.execs.Load(), f.committedNotes())
+			}
+		})
+	}
+
+	t.Run("ExpiredOpRecordRunsAgain", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		args := map[string]any{"text": "x", "op_id": "op-ttl"}
+		callTool(t, cs, "add_note", args, nil)
+		f.clock.Advance(opTTL - time.Second)
+		if r := callTool(t, cs, "add_note", args, nil); !replayed(r) {
+			t.Fatal("call within the TTL was not replayed")
+		}
+		f.clock.Advance(2 * time.Second)
+		r := callTool(t, cs, "add_note", args, nil)
+		if replayed(r) || f.execs.Load() != 2 {
+			t.Errorf("after the TTL: replayed=%v runs=%d, want a second run", replayed(r), f.execs.Load())
+		}
+	})
+
+	t.Run("CancelAfterHandlerStillCommits", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		k := idem.Key{Collection: "notes", ID: "cancelled"}
+		tool := idem.Tool(f.store, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+			if err := tx.Create(ctx, k, in); err != nil {
+				return nil, noteOut{}, err
+			}
+			cancel() // the client disconnects as the handler returns
+			return nil, noteOut{ID: k.ID}, nil
+		}, idem.OpID(), idem.Clock(f.clock.Now))
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "add_note", Arguments: json.RawMessage(`{"text":"x","op_id":"op-c"}`)}}
+		res, _, err := tool(ctx, req, noteIn{Text: "x"})
+		if err != nil || (res != nil && res.IsError) {
+			t.Fatalf("call: err=%v result=%v", err, res)
+		}
+		if f.opRecord("", "add_note", "op-c") == nil {
+			t.Fatal("op record not committed after cancellation")
+		}
+		err = f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			_, err := tx.Get(ctx, k, nil)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("handler's write not committed after cancellation: %v", err)
+		}
+	})
+
+	t.Run("BadInputRefusedAndWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		cases := []struct {
+			name, tool string
+			args       map[string]any
+			meta       mcp.Meta
+			code       idem.Code
+		}{
+			{"missing key", "set_status", map[string]any{"status": secret}, nil, idem.CodeMissingKey},
+			{"empty key", "set_status", map[string]any{"handle": "", "status": secret}, nil, idem.CodeMissingKey},
+			{"empty op id", "add_note", map[string]any{"text": secret, "op_id": ""}, nil, idem.CodeInvalidOpID},
+			{"long op id", "add_note", map[string]any{"text": secret, "op_id": strings.Repeat("x", 129)}, nil, idem.CodeInvalidOpID},
+			{"control char op id", "add_note", map[string]any{"text": secret, "op_id": "op\x01" + secret}, nil, idem.CodeInvalidOpID},
+			{"space in op id", "add_note", map[string]any{"text": secret, "op_id": "op " + secret}, nil, idem.CodeInvalidOpID},
+			{"op id not a string", "add_note", map[string]any{"text": secret, "op_id": 42}, nil, idem.CodeInvalidOpID},
+			{"meta op id not a string", "add_note", map[string]any{"text": secret}, mcp.Meta{idem.MetaOpID: 42}, idem.CodeInvalidOpID},
+			{"argument and meta differ", "add_note", map[string]any{"text": secret, "op_id": "a-" + secret}, mcp.Meta{idem.MetaOpID: "b-" + secret}, idem.CodeInvalidOpID},
+			{"close without id", "close_session", map[string]any{}, nil, idem.CodeAmbiguousTarget},
+			{"queued close without id", "close_session", map[string]any{"op_id": "q-1"}, nil, idem.CodeAmbiguousTarget},
+		}
+		for _, c := range cases {
+			r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args, Meta: c.meta})
+			if err != nil {
+				// The schema may refuse before the middleware; that writes
+				// nothing either, but the error must not echo the value.
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("%s: protocol error echoes an argument: %v", c.name, err)
+				}
+				continue
+			}
+			if !r.IsError {
+				t.Errorf("%s: not refused", c.name)
+				continue
+			}
+			if got := errCode(r); got != string(c.code) {
+				t.Errorf("%s: code %q, want %q (%s)", c.name, got, c.code, resultText(r))
+			}
+			if strings.Contains(resultText(r), secret) {
+				t.Errorf("%s: refusal echoes an argument: %q", c.name, resultText(r))
+			}
+			if c.code == idem.CodeAmbiguousTarget {
+				cands, _ := json.Marshal(r.Meta[idem.MetaCandidates])
+				if string(cands) != `[{"id":"s-1","label":"phone"},{"id":"s-2","label":"laptop"}]` {
+					t.Errorf("%s: candidates %s", c.name, cands)
+				}
+			}
+		}
+		if f.execs.Load() != 0 || f.statuses.Load() != 0 {
+			t.Errorf("refused calls ran handlers: add_note %d, set_status %d", f.execs.Load(), f.statuses.Load())
+		}
+		err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			for _, k := range []idem.Key{{Collection: "closed", ID: "s-1"}, {Collection: "closed", ID: "s-2"}, {Collection: "statuses", ID: "x"}} {
+				if _, err := tx.Get(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
+					return fmt.Errorf("%s: %v", k, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("refused calls wrote: %v", err)
+		}
+		// The keyed write with its key, and a close that names its id, work.
+		if r := callTool(t, cs, "set_status", map[string]any{"handle": "x", "status": "ok"}, nil); r.IsError {
+			t.Errorf("keyed write: %s", resultText(r))
+		}
+		if r := callTool(t, cs, "close_session", map[string]any{"session_id": "s-1", "op_id": "q-2"}, nil); r.IsError {
+			t.Errorf("close with id: %s", resultText(r))
+		}
+	})
+
+	t.Run("KeyedWriteTwice", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		args := map[string]any{"handle": "ada", "status": "writing"}
+		r1 := callTool(t, cs, "set_status", args, nil)
+		r2 := callTool(t, cs, "set_status", args, nil)
+		sameAnswer(t, r1, r2)
+		var got statusIn
+		err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			_, err := tx.Get(ctx, idem.Key{Collection: "statuses", ID: "ada"}, &got)
+			return err
+		})
+		if err != nil || !reflect.DeepEqual(got, statusIn{Handle: "ada", Status: "writing"}) {
+			t.Errorf("stored %+v, %v", got, err)
+		}
+	})
+
+	t.Run("GetOperation", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		r1 := callTool(t, cs, "add_note", map[string]any{"text": "x", "op_id": "op-s"}, nil)
+		st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "op-s"}, nil)
+		var got idem.OperationStatus
+		b, _ := json.Marshal(st.StructuredContent)
+		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusCommitted {
+			t.Fatalf("get_operation: %s", b)
+		}
+		var stored mcp.CallToolResult
+		if err := json.Unmarshal(got.Result, &stored); err != nil {
+			t.Fatalf("stored result: %v", err)
+		}
+		b2, _ := json.Marshal(f.opRecord("", "add_note", "op-s").Output)
+		if !strings.Contains(string(b2), noteID(t, r1)) {
+			t.Errorf("op record output %s lacks %s", b2, noteID(t, r1))
+		}
+		st = callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "never-sent"}, nil)
+		b, _ = json.Marshal(st.StructuredContent)
+		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusNotCommitted {
+			t.Errorf("unknown op: %s", b)
+		}
+	})
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
