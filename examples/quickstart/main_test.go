@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/store/sqlite"
+)
+
+// TestHTTPRepeatAndRestart sends add_expense twice with one op id over
+// streamable HTTP, restarts the server on the same database file, and sends
+// it a third time: one expense, one total, the same answer each time.
+func TestHTTPRepeatAndRestart(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "q.db")
+	call := func(args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		s, err := sqlite.Open(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		srv := NewServer(s)
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		defer hs.Close()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_expense", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			t.Fatalf("add_expense: %v", res.Content)
+		}
+		return res
+	}
+	args := map[string]any{"amount_cents": 500, "op_id": "app-op-1"}
+	first := call(args)
+	for i := 0; i < 2; i++ { // the second call runs on a restarted server
+		again := call(args)
+		if again.Meta[idem.MetaReplayed] != true {
+			t.Fatalf("call %d not replayed", i+2)
+		}
+		if jsonOf(again.StructuredContent, "") != jsonOf(first.StructuredContent, "") {
+			t.Fatalf("answers differ: %s vs %s", jsonOf(first.StructuredContent, ""), jsonOf(again.StructuredContent, ""))
+		}
+	}
+	if got := jsonOf(first.StructuredContent, "total_cents"); got != "500" {
+		t.Fatalf("total %s, want 500", got)
+	}
+	// A new op id is a new expense.
+	if got := jsonOf(call(map[string]any{"amount_cents": 500, "op_id": "app-op-2"}).StructuredContent, "total_cents"); got != "1000" {
+		t.Fatalf("total after a second expense %s, want 1000", got)
+	}
+}
+
+// TestToolAnnotations lists the tools as a client would and checks that
+// their annotations say what the wrapping guarantees.
+func TestToolAnnotations(t *testing.T) {
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	if _, err := NewServer(s).Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]bool{ // idempotent, read-only
+		"add_expense":   {true, false},
+		"set_budget":    {true, false},
+		"get_operation": {true, true},
+	}
+	for _, tool := range tools.Tools {
+		w, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %s", tool.Name)
+			continue
+		}
+		if tool.Annotations == nil || tool.Annotations.IdempotentHint != w[0] || tool.Annotations.ReadOnlyHint != w[1] {
+			t.Errorf("%s annotations %+v, want idempotent=%v readOnly=%v", tool.Name, tool.Annotations, w[0], w[1])
+		}
+		delete(want, tool.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing tools %v", want)
+	}
+}
