@@ -165,3 +165,46 @@ func TestAsConn(t *testing.T) {
 		t.Fatalf("after a commit and a rollback: table %q, document %+v; want [one] and {one}", texts, got)
 	}
 }
+
+// TestTwoStoresOneFile: two Stores on one file, as two processes would have,
+// increment one counter concurrently; BEGIN IMMEDIATE and the busy timeout
+// must order them so that no increment is lost and none fails.
+func TestTwoStoresOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.db")
+	stores := []*sqlite.Store{open(t, path, nil), open(t, path, nil)}
+	k := idem.Key{Collection: "counters", ID: "c"}
+	if err := stores[0].Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		return tx.Create(ctx, k, 0)
+	}); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- stores[i%2].Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+				var c int
+				if _, err := tx.Get(ctx, k, &c); err != nil {
+					return err
+				}
+				time.Sleep(time.Millisecond) // let the other store's transaction try to interleave
+				return tx.Put(ctx, k, c+1)
+			})
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("incrementer: %v", err)
+		}
+	}
+	var c int
+	if err := stores[1].Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		_, err := tx.Get(ctx, k, &c)
+		return err
+	}); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if c != n {
+		t.Fatalf("counter is %d after %d increments", c, n)
+	}
+}
