@@ -1,0 +1,71 @@
+package sideeffect_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/sideeffect"
+	"github.com/idemkit/sdk/store/memory"
+)
+
+// A write intends its post in its own transaction and posts after the
+// commit; repeating the write does not post again.
+func Example() {
+	ctx := context.Background()
+	s := memory.New()
+	post := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		// Send key as the target's idempotency key.
+		fmt.Printf("posting %s\n", payload)
+		return "https://example.net/p/1", nil
+	}
+	publish := func() error {
+		return idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			story := map[string]string{"slug": "hello", "title": "Hello"}
+			if err := tx.Put(ctx, idem.Key{Collection: "stories", ID: "hello"}, story); err != nil {
+				return err
+			}
+			if err := sideeffect.Intend(ctx, tx, "story-post.hello", story); err != nil {
+				return err
+			}
+			return sideeffect.AfterCommit(ctx, s, "story-post.hello", post, func(ref string, err error) {
+				fmt.Println("ref:", ref, err)
+			})
+		})
+	}
+	publish()
+	publish()
+	// Output:
+	// posting {"slug":"hello","title":"Hello"}
+	// ref: https://example.net/p/1 <nil>
+	// ref: https://example.net/p/1 <nil>
+}
+
+// Recover, run at start-up and periodically, posts what was intended but
+// never posted, and asks reconcile about claims that ended without an
+// outcome.
+func ExampleRecover() {
+	ctx := context.Background()
+	s := memory.New()
+	s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		return sideeffect.Intend(ctx, tx, "welcome-mail.u1", map[string]string{"to": "u1"})
+	})
+	// The process died here, before the after-commit post.
+
+	post := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		return "msg-1", nil
+	}
+	reconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		// Ask the mail provider whether a message with idempotency key
+		// m.Key exists.
+		return sideeffect.StillUnknown, "", nil
+	}
+	r, err := sideeffect.Recover(ctx, s, post, reconcile)
+	fmt.Println(r.Posted, err)
+	m, _ := sideeffect.Get(ctx, s, "welcome-mail.u1")
+	fmt.Println(m.State, m.Ref)
+	// Output:
+	// [welcome-mail.u1] <nil>
+	// done msg-1
+}
