@@ -1,0 +1,249 @@
+// Package postgres is an [idem.Store] on PostgreSQL (pgx v5), for teams that
+// already keep their data there: op records commit in the same transaction as
+// the change, and a handler reaches that transaction's [pgx.Tx] with As.
+//
+//	s, err := postgres.New(pool, nil)
+//	if err != nil { ... }
+//	if err := s.Migrate(ctx); err != nil { ... }
+//	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+//		var ptx pgx.Tx
+//		tx.As(&ptx) // the same transaction, for your own tables
+//		if _, err := ptx.Exec(ctx, "UPDATE accounts SET ..."); err != nil {
+//			return err
+//		}
+//		return tx.Create(ctx, idem.Key{Collection: "posts", ID: "p1"}, post)
+//	})
+//
+// Documents live in one table, <prefix>idem_docs, with a jsonb document, a
+// version and an expires_at column and a primary key on (collection, id).
+// Transactions run at SERIALIZABLE isolation and are retried on
+// serialization failures, deadlocks and unique violations. See
+// docs/postgres.md for the schema, the isolation choice and the costs.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// Options configure a Store. The zero value (or nil) means the defaults.
+type Options struct {
+	// TablePrefix is prepended to the names of the table, sequence and index
+	// the store uses (<prefix>idem_docs, ...), so that several stores can
+	// share a database or a schema. At most 32 bytes of [a-z0-9_], not
+	// starting with a digit. Default "".
+	TablePrefix string
+	// Now is the store's clock, used to decide whether a document has
+	// expired. Default time.Now.
+	Now func() time.Time
+	// MaxDocumentBytes is the largest JSON document a write accepts; larger
+	// ones fail with idem.ErrTooLarge. Default 1 MiB.
+	MaxDocumentBytes int
+	// MaxAttempts bounds how many times Run calls fn when it keeps losing to
+	// concurrent transactions. Default 32.
+	MaxAttempts int
+}
+
+// Store is an idem.Store on a PostgreSQL database. It is safe for concurrent
+// use. Create one with New and its schema with Migrate.
+type Store struct {
+	pool     *pgxpool.Pool
+	now      func() time.Time
+	maxBytes int
+	attempts int
+	q        queries
+}
+
+var (
+	_ idem.Store   = (*Store)(nil)
+	_ idem.Sweeper = (*Store)(nil)
+)
+
+// New returns a Store that keeps its documents in pool's database; nil opts
+// means the defaults. It does not touch the database: call Migrate before the
+// first Run. It fails on a nil pool or a malformed TablePrefix.
+func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: New needs a pool")
+	}
+	s := &Store{pool: pool, now: time.Now, maxBytes: 1 << 20, attempts: 32}
+	prefix := ""
+	if opts != nil {
+		prefix = opts.TablePrefix
+		if opts.Now != nil {
+			s.now = opts.Now
+		}
+		if opts.MaxDocumentBytes < 0 || opts.MaxAttempts < 0 {
+			return nil, errors.New("postgres: MaxDocumentBytes and MaxAttempts may not be negative")
+		}
+		if opts.MaxDocumentBytes > 0 {
+			s.maxBytes = opts.MaxDocumentBytes
+		}
+		if opts.MaxAttempts > 0 {
+			s.attempts = opts.MaxAttempts
+		}
+	}
+	if err := validPrefix(prefix); err != nil {
+		return nil, err
+	}
+	s.q = newQueries(prefix)
+	return s, nil
+}
+
+func validPrefix(p string) error {
+	if len(p) > 32 {
+		return errors.New("postgres: TablePrefix may be at most 32 bytes")
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c == '_' || c >= '0' && c <= '9' && i > 0) {
+			return errors.New("postgres: TablePrefix may hold only [a-z0-9_] and may not start with a digit")
+		}
+	}
+	return nil
+}
+
+// Table returns the (quoted) name of the table the store keeps its documents
+// in, for queries of your own and for dropping it.
+func (s *Store) Table() string { return s.q.table }
+
+// Migrate creates the store's table, version sequence and expiry index if
+// they do not exist. It is safe to call on every start and from several
+// processes at once.
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog;
+	// a transaction-scoped advisory lock makes migrations take turns.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('idemkit.migrate'))"); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	for _, stmt := range s.q.schema {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("postgres: migrate: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// Run implements idem.Store. fn runs in one SERIALIZABLE transaction on one
+// pooled connection; Run commits when fn returns nil.
+//
+// Run calls fn again, up to Options.MaxAttempts times with jittered backoff,
+// when the attempt fails with a serialization failure (SQLSTATE 40001), a
+// deadlock (40P01), a unique violation (23505, a create race in your own
+// tables) or an error wrapping idem.ErrConflict; after the last attempt it
+// returns an error wrapping idem.ErrConflict and the last native error.
+//
+// Once fn has returned nil the commit is not cancelled with ctx. If the
+// connection fails while the commit is in flight, Run returns an error
+// wrapping idem.ErrUnknownOutcome: the transaction may or may not have
+// committed. If fn panics, the transaction is rolled back and the panic
+// continues.
+func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	if fn == nil {
+		return errors.New("postgres: Run needs a function")
+	}
+	var err error
+	for attempt := 0; attempt < s.attempts; attempt++ {
+		if attempt > 0 {
+			if berr := backoff(ctx, attempt); berr != nil {
+				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
+			}
+		}
+		err = s.attempt(ctx, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+	}
+	if !errors.Is(err, idem.ErrConflict) {
+		err = fmt.Errorf("%w: %w", idem.ErrConflict, err)
+	}
+	return fmt.Errorf("postgres: gave up after %d attempts: %w", s.attempts, err)
+}
+
+// backoff waits a random time up to an exponentially growing bound.
+func backoff(ctx context.Context, attempt int) error {
+	limit := min(time.Duration(500<<min(attempt, 10))*time.Microsecond, 50*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) (err error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: acquiring a connection: %w", err)
+	}
+	// Release closes the connection instead of pooling it if it is still
+	// in a transaction, so a failed rollback leaks nothing.
+	defer c.Release()
+	t := &tx{s: s, ctx: ctx, conn: c.Conn(), absent: make(map[idem.Key]time.Time)}
+	defer func() {
+		if r := recover(); r != nil {
+			t.closed = true
+			t.rollback(ctx)
+			panic(r)
+		}
+	}()
+	err = fn(ctx, t)
+	t.closed = true
+	if err != nil {
+		t.rollback(ctx)
+		return err
+	}
+	if t.failed != nil {
+		// fn went on after a statement failed, which aborted the
+		// transaction: nothing it wrote can commit.
+		t.rollback(ctx)
+		return fmt.Errorf("postgres: a statement in the transaction failed: %w", t.failed)
+	}
+	return t.commit(context.WithoutCancel(ctx))
+}
+
+// Sweep deletes up to limit documents whose expiry is not after the store's
+// clock, in batches of at most 500 rows, each its own short statement that
+// skips rows other transactions hold locked. It returns how many it deleted;
+// fewer than limit means no unlocked expired document was left. limit must
+// be positive.
+func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, errors.New("postgres: Sweep limit must be positive")
+	}
+	const batch = 500
+	now := s.now()
+	total := 0
+	for total < limit {
+		n := min(batch, limit-total)
+		tag, err := s.pool.Exec(ctx, s.q.sweep, now, n)
+		if err != nil {
+			return total, fmt.Errorf("postgres: sweep: %w", err)
+		}
+		total += int(tag.RowsAffected())
+		if int(tag.RowsAffected()) < n {
+			break
+		}
+	}
+	return total, nil
+}
+
+var serializable = pgx.TxOptions{IsoLevel: pgx.Serializable}

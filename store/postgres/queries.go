@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// queries holds the store's SQL, with its table and sequence names filled in.
+type queries struct {
+	table  string
+	schema []string
+
+	get    string // $1 collection, $2 id -> version, doc, expires_at
+	create string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 now -> version; no row: a live document is there
+	// createOrFail is create for a Create sent with the commit: instead of
+	// returning no row it fails, which aborts the transaction before its
+	// COMMIT runs.
+	createOrFail string
+	put          string // $1 collection, $2 id, $3 doc, $4 expires_at
+	update       string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 version, $6 now -> version
+	delete       string // $1 collection, $2 id, $3 version (0: any), $4 now -> version
+	sweep        string // $1 now, $2 limit
+}
+
+func newQueries(prefix string) queries {
+	table := pgx.Identifier{prefix + "idem_docs"}.Sanitize()
+	seq := pgx.Identifier{prefix + "idem_docs_version_seq"}.Sanitize()
+	index := pgx.Identifier{prefix + "idem_docs_expires_at_idx"}.Sanitize()
+	// The sequence is passed to nextval as a string literal; the sanitized
+	// identifier holds no quote characters because the prefix is checked.
+	next := "nextval('" + seq + "')"
+	r := strings.NewReplacer("{t}", table, "{next}", next, "{seq}", seq, "{index}", index)
+	q := queries{table: table}
+	q.schema = []string{
+		r.Replace(`CREATE SEQUENCE IF NOT EXISTS {seq}`),
+		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
+	collection text NOT NULL,
+	id text NOT NULL,
+	version bigint NOT NULL,
+	doc jsonb NOT NULL,
+	expires_at timestamptz,
+	PRIMARY KEY (collection, id)
+)`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS {index} ON {t} (expires_at) WHERE expires_at IS NOT NULL`),
+	}
+	q.get = r.Replace(`SELECT version, doc, expires_at FROM {t} WHERE collection = $1 AND id = $2`)
+	// A versions comes from the sequence, never from the old row, so a key
+	// deleted and created again never repeats a version.
+	q.create = r.Replace(`INSERT INTO {t} AS d (collection, id, version, doc, expires_at)
+VALUES ($1, $2, {next}, $3, $4)
+ON CONFLICT (collection, id) DO UPDATE
+SET version = EXCLUDED.version, doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at
+WHERE d.expires_at IS NOT NULL AND d.expires_at <= $5
+RETURNING version`)
+	// 1/0 when the insert wrote no row: division_by_zero (22012) at run
+	// time; the divisor is a subquery, so the planner cannot fold it.
+	q.createOrFail = `WITH w AS (` + q.create + `)
+SELECT (SELECT version FROM w), 1 / (SELECT count(*) FROM w)`
+	q.put = r.Replace(`INSERT INTO {t} (collection, id, version, doc, expires_at)
+VALUES ($1, $2, {next}, $3, $4)
+ON CONFLICT (collection, id) DO UPDATE
+SET version = EXCLUDED.version, doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at`)
+	q.update = r.Replace(`UPDATE {t} SET version = {next}, doc = $3, expires_at = $4
+WHERE collection = $1 AND id = $2 AND version = $5 AND (expires_at IS NULL OR expires_at > $6)
+RETURNING version`)
+	q.delete = r.Replace(`DELETE FROM {t}
+WHERE collection = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND (expires_at IS NULL OR expires_at > $4)
+RETURNING version`)
+	q.sweep = r.Replace(`WITH victims AS (
+	SELECT collection, id FROM {t}
+	WHERE expires_at <= $1
+	ORDER BY expires_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {t} d USING victims v
+WHERE d.collection = v.collection AND d.id = v.id AND d.expires_at <= $1`)
+	return q
+}

@@ -1,0 +1,421 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// tx is one attempt's transaction. Statements are pipelined: BEGIN goes out
+// with the first statement, and writes whose outcome fn does not need yet (a
+// Put, or a Create of a key this tx has just seen absent) wait and go out
+// with the next statement or with the COMMIT. So the usual op-record shape
+// (read the record, run the handler, create the record) costs no round trip
+// beyond the handler's own.
+type tx struct {
+	s    *Store
+	ctx  context.Context // Run's context, for As, which has none
+	conn *pgx.Conn
+
+	ptx    pgx.Tx    // the native transaction; nil until BEGIN is sent
+	queue  []pending // writes not sent yet
+	failed error     // the first statement error; the transaction is aborted
+	closed bool      // fn has returned
+	native bool      // As handed out ptx
+
+	// absent holds the keys a Get of this tx found not live, with the
+	// clock reading it judged expiry by, until this tx writes the key. A
+	// Create of such a key can wait for the commit: in a SERIALIZABLE
+	// transaction it either succeeds or fails the transaction (see
+	// queries.createOrFail), so it cannot find a live document instead.
+	absent map[idem.Key]time.Time
+}
+
+// pending is one statement and what to do with its result row. scan must
+// return nil for "no rows": a statement error is the only failure.
+type pending struct {
+	sql  string
+	args []any
+	scan func(pgx.Row) error // nil: no result wanted
+}
+
+var errClosed = errors.New("postgres: transaction used after Run returned")
+
+func (t *tx) check(k idem.Key) error {
+	if t.closed {
+		return errClosed
+	}
+	return k.Validate()
+}
+
+// send sends the queued writes and then last (if not nil) in one round trip,
+// beginning the transaction first if it has not begun.
+func (t *tx) send(ctx context.Context, last *pending) error {
+	if t.failed != nil {
+		return fmt.Errorf("postgres: transaction aborted by an earlier error: %w", t.failed)
+	}
+	if t.ptx != nil && len(t.queue) == 0 {
+		if last == nil {
+			return nil
+		}
+		var err error
+		if last.scan == nil {
+			_, err = t.conn.Exec(ctx, last.sql, last.args...)
+		} else {
+			err = last.scan(t.conn.QueryRow(ctx, last.sql, last.args...))
+		}
+		return t.fail(err)
+	}
+	b := &pgx.Batch{}
+	if t.ptx == nil {
+		b.BeginTx(serializable)
+	}
+	for _, p := range t.queue {
+		queue(b, p)
+	}
+	t.queue = nil
+	if last != nil {
+		queue(b, *last)
+	}
+	br := t.conn.SendBatch(ctx, b)
+	if t.ptx == nil {
+		t.ptx = br.Tx()
+	}
+	return t.fail(br.Close())
+}
+
+func queue(b *pgx.Batch, p pending) {
+	q := b.Queue(p.sql, p.args...)
+	if p.scan != nil {
+		q.QueryRow(p.scan)
+	}
+}
+
+// fail records a statement error: PostgreSQL has aborted the transaction.
+func (t *tx) fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	t.failed = mapErr(err)
+	return t.failed
+}
+
+// mapErr wraps an error of one of the store's own statements so that
+// errors.Is finds idem.ErrConflict for a lost race, and errors.As still finds
+// the *pgconn.PgError.
+func mapErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01", "23505":
+			return fmt.Errorf("%w: postgres: %w", idem.ErrConflict, err)
+		case "22012":
+			// Only createOrFail divides: a Create sent with the commit
+			// found a live document, so the transaction lost a race.
+			return fmt.Errorf("%w: postgres: a document was created concurrently: %w", idem.ErrConflict, err)
+		}
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// retryable reports whether Run should call fn again after err.
+func retryable(err error) bool {
+	if errors.Is(err, idem.ErrUnknownOutcome) {
+		return false
+	}
+	if errors.Is(err, idem.ErrConflict) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01", "23505":
+			return true
+		}
+	}
+	return false
+}
+
+func (t *tx) encode(doc any) ([]byte, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: encoding document: %w", err)
+	}
+	if len(b) > t.s.maxBytes {
+		return nil, fmt.Errorf("%w: document is %d bytes, limit %d", idem.ErrTooLarge, len(b), t.s.maxBytes)
+	}
+	if holdsNUL(b) {
+		return nil, errors.New(`postgres: document holds a NUL character (\u0000), which jsonb cannot store`)
+	}
+	return b, nil
+}
+
+// holdsNUL reports whether the JSON text b has a \u0000 escape, which jsonb
+// refuses. A check here keeps the error from aborting the transaction.
+func holdsNUL(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+5 < len(b) && b[i+1] == 'u' && string(b[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // skip the escaped character, so `\\u0000` is not a NUL
+	}
+	return false
+}
+
+// expiry is the expires_at argument of a write: NULL for no expiry.
+func expiry(opts []idem.WriteOption) any {
+	o := idem.ApplyWriteOptions(opts)
+	if o.ExpiresAt.IsZero() {
+		return nil
+	}
+	return o.ExpiresAt
+}
+
+// state reads the version and liveness of k.
+func (t *tx) state(ctx context.Context, k idem.Key, dst *[]byte) (v int64, live bool, now time.Time, err error) {
+	now = t.s.now()
+	if dst == nil {
+		dst = new([]byte)
+	}
+	var exp *time.Time
+	found := false
+	err = t.send(ctx, &pending{sql: t.s.q.get, args: []any{k.Collection, k.ID}, scan: func(row pgx.Row) error {
+		err := row.Scan(&v, dst, &exp)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	}})
+	if err != nil {
+		return 0, false, now, err
+	}
+	var expires time.Time
+	if exp != nil {
+		expires = *exp
+	}
+	return v, found && idem.Live(expires, now), now, nil
+}
+
+func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if err := t.check(k); err != nil {
+		return 0, err
+	}
+	var doc []byte
+	v, live, now, err := t.state(ctx, k, &doc)
+	if err != nil {
+		return 0, err
+	}
+	if !live {
+		t.absent[k] = now
+		return 0, idem.ErrNotFound
+	}
+	if dst != nil {
+		if err := json.Unmarshal(doc, dst); err != nil {
+			return 0, fmt.Errorf("postgres: decoding document: %w", err)
+		}
+	}
+	return idem.Version(v), nil
+}
+
+func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	if seen, ok := t.absent[k]; ok {
+		delete(t.absent, k)
+		// Judge expiry by the clock reading the Get used, so the row the
+		// Get saw as expired is still replaceable.
+		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.ID, b, expiry(opts), seen},
+			scan: func(row pgx.Row) error {
+				var v *int64
+				var one int64
+				return row.Scan(&v, &one)
+			}})
+		return nil
+	}
+	created := false
+	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.ID, b, expiry(opts), t.s.now()},
+		scan: func(row pgx.Row) error {
+			var v int64
+			err := row.Scan(&v)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			created = err == nil
+			return err
+		}})
+	if err != nil {
+		return err
+	}
+	if !created {
+		return idem.ErrExists
+	}
+	return nil
+}
+
+func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	if t.failed != nil {
+		return fmt.Errorf("postgres: transaction aborted by an earlier error: %w", t.failed)
+	}
+	delete(t.absent, k)
+	// A Put has no condition and no result: it goes out with the next
+	// statement or the commit.
+	t.queue = append(t.queue, pending{sql: t.s.q.put, args: []any{k.Collection, k.ID, b, expiry(opts)}})
+	return nil
+}
+
+// written runs a conditional write returning the new version, and on no row
+// tells ErrNotFound from ErrConflict.
+func (t *tx) written(ctx context.Context, k idem.Key, p *pending) error {
+	delete(t.absent, k)
+	done := false
+	p.scan = func(row pgx.Row) error {
+		var v int64
+		err := row.Scan(&v)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		done = err == nil
+		return err
+	}
+	if err := t.send(ctx, p); err != nil {
+		return err
+	}
+	if done {
+		return nil
+	}
+	_, live, _, err := t.state(ctx, k, nil)
+	if err != nil {
+		return err
+	}
+	if !live {
+		return idem.ErrNotFound
+	}
+	return idem.ErrConflict
+}
+
+func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	b, err := t.encode(doc)
+	if err != nil {
+		return err
+	}
+	return t.written(ctx, k, &pending{sql: t.s.q.update, args: []any{k.Collection, k.ID, b, expiry(opts), int64(v), t.s.now()}})
+}
+
+func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+	if err := t.check(k); err != nil {
+		return err
+	}
+	return t.written(ctx, k, &pending{sql: t.s.q.delete, args: []any{k.Collection, k.ID, int64(v), t.s.now()}})
+}
+
+// As sets *target, a *pgx.Tx, to the transaction's native handle, so fn can
+// write its own tables in the same transaction. Statements sent through it
+// see this Tx's writes, and commit or roll back with it. Do not Commit or
+// Rollback it: return from fn instead. As reports false for other targets,
+// after fn returned, and if the transaction could not begin.
+func (t *tx) As(target any) bool {
+	p, ok := target.(*pgx.Tx)
+	if !ok || p == nil || t.closed {
+		return false
+	}
+	if err := t.send(t.ctx, nil); err != nil && t.ptx == nil {
+		return false
+	}
+	*p = t.ptx
+	t.native = true
+	return true
+}
+
+// commit sends the queued writes and COMMIT in one round trip.
+func (t *tx) commit(ctx context.Context) error {
+	if t.ptx == nil && len(t.queue) == 0 {
+		return nil // fn sent nothing
+	}
+	if t.ptx != nil {
+		switch t.conn.PgConn().TxStatus() {
+		case 'T':
+		case 'E':
+			t.rollback(ctx)
+			return errors.New("postgres: the transaction was aborted by a failed statement sent through the native handle")
+		default:
+			t.rollback(ctx)
+			return errors.New("postgres: the transaction was ended through the native handle before Run could commit it")
+		}
+	}
+	b := &pgx.Batch{}
+	if t.ptx == nil {
+		b.BeginTx(serializable)
+	}
+	for _, p := range t.queue {
+		queue(b, p)
+	}
+	t.queue = nil
+	rolledBack := false
+	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error {
+		rolledBack = ct.String() == "ROLLBACK"
+		return nil
+	})
+	br := t.conn.SendBatch(ctx, b)
+	if t.ptx == nil {
+		t.ptx = br.Tx()
+	}
+	err := br.Close()
+	if err == nil {
+		if rolledBack {
+			return errors.New("postgres: the transaction rolled back at commit")
+		}
+		return nil
+	}
+	var pe *pgconn.PgError
+	var pre pgx.ErrPreprocessingBatch
+	switch {
+	case errors.As(err, &pe) && pe.Severity != "FATAL" && pe.Severity != "PANIC":
+		// The server refused a statement or the COMMIT itself and is
+		// still talking to us: nothing committed.
+		t.rollback(ctx)
+		return mapErr(err)
+	case pgconn.SafeToRetry(err), errors.As(err, &pre):
+		t.rollback(ctx)
+		return fmt.Errorf("postgres: commit not sent: %w", err)
+	default:
+		return fmt.Errorf("%w: postgres: connection failed during commit: %w", idem.ErrUnknownOutcome, err)
+	}
+}
+
+// rollback ends the transaction without keeping anything. Errors are
+// ignored: the pool closes a connection that is still in a transaction.
+func (t *tx) rollback(ctx context.Context) {
+	t.queue = nil
+	if t.ptx == nil || t.conn.IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = t.conn.Exec(ctx, "rollback")
+}
