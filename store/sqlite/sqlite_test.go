@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	sqlitedriver "modernc.org/sqlite"
+
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/store/sqlite"
 	"github.com/idemkit/sdk/store/storetest"
@@ -42,7 +44,7 @@ type note struct {
 
 func TestDurableAcrossReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dir with ?#% chars", "idem.db")
-	if err := mkdirAll(filepath.Dir(path)); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	k := idem.Key{Collection: "notes", ID: "n1"}
@@ -64,6 +66,9 @@ func TestDurableAcrossReopen(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file not at the path given: %v", err)
 	}
 
 	s = open(t, path, nil)
@@ -98,8 +103,6 @@ func TestDurableAcrossReopen(t *testing.T) {
 		t.Fatalf("after reopen: %+v at version %d, want {kept} at %d", got, v2, v1)
 	}
 }
-
-func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 
 // TestAsConn: a server's own table written through As(*sql.Conn) commits and
 // rolls back with the documents.
@@ -206,5 +209,125 @@ func TestTwoStoresOneFile(t *testing.T) {
 	}
 	if c != n {
 		t.Fatalf("counter is %d after %d increments", c, n)
+	}
+}
+
+func TestOpenRejectsBadPaths(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file:x.db", "a\x00b"} {
+		if s, err := sqlite.Open(p, nil); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", p)
+		}
+	}
+	if _, err := sqlite.Open(filepath.Join(t.TempDir(), "missing", "dir", "x.db"), nil); err == nil {
+		t.Error("Open in a missing directory succeeded, want an error")
+	}
+}
+
+func TestSweepRejectsBadLimit(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "idem.db"), nil)
+	for _, limit := range []int{0, -1} {
+		if n, err := s.Sweep(t.Context(), limit); err == nil || n != 0 {
+			t.Errorf("Sweep(%d) = %d, %v; want 0 and an error", limit, n, err)
+		}
+	}
+}
+
+func TestTxUnusableAfterRun(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "idem.db"), nil)
+	k := idem.Key{Collection: "notes", ID: "n1"}
+	var leaked idem.Tx
+	if err := s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		leaked = tx
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaked.Put(t.Context(), k, note{Text: "late"}); err == nil {
+		t.Fatal("Put on a Tx after Run returned succeeded")
+	}
+	var conn *sql.Conn
+	if leaked.As(&conn) {
+		t.Fatal("As on a Tx after Run returned handed out the connection")
+	}
+	err := s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		_, err := tx.Get(ctx, k, nil)
+		return err
+	})
+	if !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Get = %v, want ErrNotFound", err)
+	}
+}
+
+// TestCommitFailureIsUnknownOutcome ends the transaction behind Run's back,
+// so that Run's own COMMIT fails: Run must report an unknown outcome, keep
+// the native error reachable, and go on working.
+func TestCommitFailureIsUnknownOutcome(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "idem.db"), nil)
+	k := idem.Key{Collection: "notes", ID: "n1"}
+	err := s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		if err := tx.Put(ctx, k, note{Text: "one"}); err != nil {
+			return err
+		}
+		var conn *sql.Conn
+		tx.As(&conn)
+		_, err := conn.ExecContext(ctx, "COMMIT")
+		return err
+	})
+	if !errors.Is(err, idem.ErrUnknownOutcome) {
+		t.Fatalf("Run = %v, want ErrUnknownOutcome", err)
+	}
+	var se *sqlitedriver.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("Run = %v, want the *sqlite.Error reachable", err)
+	}
+	var got note
+	if err := s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		_, err := tx.Get(ctx, k, &got)
+		return err
+	}); err != nil {
+		t.Fatalf("Run after an unknown outcome: %v", err)
+	}
+	if got.Text != "one" {
+		t.Fatalf("Get = %+v, want {one}", got)
+	}
+}
+
+// TestNestedRunFails: a Run inside fn on the same store would wait for
+// itself; it fails after the busy timeout instead of hanging.
+func TestNestedRunFails(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "idem.db"), &sqlite.Options{BusyTimeout: 50 * time.Millisecond})
+	k := idem.Key{Collection: "notes", ID: "n1"}
+	var inner error
+	err := s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+		inner = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			return tx.Put(ctx, k, note{Text: "inner"})
+		})
+		return tx.Put(ctx, k, note{Text: "outer"})
+	})
+	if err != nil {
+		t.Fatalf("outer Run: %v", err)
+	}
+	if inner == nil {
+		t.Fatal("nested Run succeeded, want an error")
+	}
+}
+
+// TestRunHonoursCancelWhileWaiting: a Run waiting for another transaction
+// gives up when its context ends.
+func TestRunHonoursCancelWhileWaiting(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "idem.db"), nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	var waited error
+	err := s.Run(t.Context(), func(context.Context, idem.Tx) error {
+		waited = s.Run(ctx, func(context.Context, idem.Tx) error { return nil })
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("outer Run: %v", err)
+	}
+	if !errors.Is(waited, context.DeadlineExceeded) {
+		t.Fatalf("waiting Run = %v, want context.DeadlineExceeded", waited)
 	}
 }
