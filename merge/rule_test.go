@@ -1,6 +1,7 @@
 package merge_test
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -123,5 +124,27 @@ func TestBuiltinsChooseTheRightValue(t *testing.T) {
 	}
 	if got := opt(nil, nil); got != nil {
 		t.Errorf("Optional(nil, nil) = %v", got)
+	}
+}
+
+// TestStructForgottenField: a field without a rule is zero in the result, so
+// Check reports the forgotten field as a broken law (idempotence) instead of
+// letting one side's value through.
+func TestStructForgottenField(t *testing.T) {
+	type rec struct {
+		N  int       `json:"n"`
+		At time.Time `json:"at"`
+	}
+	rule := merge.Struct(merge.Field(func(r *rec) *int { return &r.N }, merge.Max[int]))
+	got := rule(rec{N: 1, At: base}, rec{N: 2, At: base})
+	if got.N != 2 || !got.At.IsZero() {
+		t.Errorf("Struct = %+v, want N 2 and a zero At", got)
+	}
+	err := merge.Verify(rule, rapid.Custom(func(t *rapid.T) rec {
+		return rec{N: rapid.IntRange(0, 3).Draw(t, "n"), At: timeGen().Draw(t, "at")}
+	}))
+	var le *merge.LawError
+	if !errors.As(err, &le) || le.Law != "idempotent" {
+		t.Errorf("Verify = %v, want idempotence broken", err)
 	}
 }
