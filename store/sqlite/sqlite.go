@@ -22,6 +22,16 @@
 // (within a process they queue in Go; across processes SQLite's lock and busy
 // timeout order them), so fn never loses a race, and a committed transaction
 // survives a crash or power loss.
+//
+// A server can keep its own tables in the same database and write them in
+// the same transaction as the documents: inside fn,
+//
+//	var conn *sql.Conn
+//	tx.As(&conn) // true
+//	_, err := conn.ExecContext(ctx, "INSERT INTO posts ...")
+//
+// Statements on conn commit or roll back with the Run. Use conn only inside
+// fn and never run BEGIN, COMMIT or ROLLBACK on it.
 package sqlite
 
 import (
@@ -49,9 +59,11 @@ type Options struct {
 	// MaxDocumentBytes is the largest JSON document a write accepts; larger
 	// ones fail with idem.ErrTooLarge. Default 1 MiB.
 	MaxDocumentBytes int
-	// BusyTimeout is how long a transaction waits for the database while
-	// another one (in this process or another) holds it, before Run counts
-	// the attempt as lost. Default 5 s.
+	// BusyTimeout is how long a Run waits for the database while another
+	// transaction holds it. If that transaction is this Store's, Run then
+	// fails; if it is another process's (or another Store's on the same
+	// file), Run counts the attempt as lost and tries again, up to
+	// MaxAttempts. Default 5 s.
 	BusyTimeout time.Duration
 	// MaxAttempts bounds how many times Run calls fn when fn returns an
 	// error wrapping idem.ErrConflict or the database stays busy. Default 16.
@@ -171,9 +183,9 @@ func (s *Store) lock(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		// Not retried: the likeliest cause is a Run from inside fn, which
-		// waits for itself.
-		return errors.New("sqlite: timed out waiting for this store's transaction in progress (is Run called from inside fn?)")
+		// Not retried: waiting again would not help a Run called from
+		// inside fn, which waits for itself.
+		return errors.New("sqlite: timed out waiting for another transaction of this store (a Run inside fn waits for itself)")
 	}
 }
 
