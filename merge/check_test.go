@@ -116,6 +116,11 @@ func TestCheckFailsTheTest(t *testing.T) {
 		t.Errorf("Check on last-writer-wins: failed=%v msg=%q", f.failed, f.msg)
 	}
 	f = &fakeTB{TB: t}
+	merge.Check(f, appendAll, rapid.SliceOfN(rapid.IntRange(0, 10), 0, 3))
+	if !f.failed || !strings.Contains(f.msg, "merge: rule is not") {
+		t.Errorf("Check on append: failed=%v msg=%q", f.failed, f.msg)
+	}
+	f = &fakeTB{TB: t}
 	merge.Check(f, merge.Max[int], rapid.IntRange(0, 10))
 	if f.failed {
 		t.Errorf("Check on Max failed: %s", f.msg)
