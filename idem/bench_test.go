@@ -1,0 +1,86 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/store/memory"
+	"github.com/idemkit/sdk/store/sqlite"
+)
+
+// BenchmarkMiddleware compares, on each embedded store, a handler's write in
+// a bare transaction with the same write wrapped by the middleware: a first
+// call (op record read and created in the same transaction) and a replay
+// (answered from the op record). The handler is called directly, without a
+// transport, so the figures are the middleware's own cost. Report ratios of
+// one run, not absolute times.
+func BenchmarkMiddleware(b *testing.B) {
+	stores := map[string]func(b *testing.B) idem.Store{
+		"memory": func(b *testing.B) idem.Store { return memory.New() },
+		"sqlite": func(b *testing.B) idem.Store {
+			s, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	for _, name := range []string{"memory", "sqlite"} {
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s := stores[name](b)
+			i := 0
+			write := func(ctx context.Context, tx idem.Tx, in Note) error {
+				i++
+				return tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprintf("%s-%d", name, i)}, in)
+			}
+			h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+				return nil, Added{ID: "x"}, write(ctx, tx, in)
+			}, idem.OpID())
+			in := Note{Text: "hello"}
+			req := func(opID string) *mcp.CallToolRequest {
+				return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+					Name: "add_note", Arguments: json.RawMessage(`{"text":"hello","op_id":"` + opID + `"}`)}}
+			}
+			b.Run("bare", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error { return write(ctx, tx, in) }); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("wrapped-first", func(b *testing.B) {
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					n++
+					res, _, err := h(ctx, req(fmt.Sprintf("first-%d", n)), in)
+					if err != nil || (res != nil && res.IsError) {
+						b.Fatal(err, res)
+					}
+				}
+			})
+			b.Run("wrapped-replay", func(b *testing.B) {
+				r := req("replayed-op")
+				if _, _, err := h(ctx, r, in); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					res, _, err := h(ctx, r, in)
+					if err != nil || res.Meta[idem.MetaReplayed] != true {
+						b.Fatal(err, res)
+					}
+				}
+			})
+		})
+	}
+}

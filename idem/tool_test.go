@@ -1,0 +1,113 @@
+package idem_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/store/memory"
+)
+
+type stopIn struct {
+	SessionID string `json:"session_id" jsonschema:"the session to stop"`
+	EndAt     string `json:"end_at,omitempty"`
+}
+
+func noop[In any](ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+	return nil, nil, nil
+}
+
+func listTools(t *testing.T, srv *mcp.Server) map[string]*mcp.Tool {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := srv.Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*mcp.Tool{}
+	for _, tool := range res.Tools {
+		m[tool.Name] = tool
+	}
+	return m
+}
+
+func TestAddToolMetadataIsHonest(t *testing.T) {
+	s := memory.New()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "stop", Description: "Stop a session."}, s, noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "append", Description: "Append."}, s, noop[stopIn])
+	idem.RegisterStatusTool(srv, s)
+	tools := listTools(t, srv)
+
+	stop := tools["stop"]
+	if !stop.Annotations.IdempotentHint || stop.Annotations.ReadOnlyHint {
+		t.Errorf("stop annotations %+v: want idempotent, not read-only", stop.Annotations)
+	}
+	for _, want := range []string{"Stop a session.", `"session_id"`, "op_id", "never invent one"} {
+		if !strings.Contains(stop.Description, want) {
+			t.Errorf("stop description lacks %q:\n%s", want, stop.Description)
+		}
+	}
+	schema := mustJSON(stop.InputSchema)
+	for _, want := range []string{`"op_id"`, "Record key", "the session to stop"} {
+		if !strings.Contains(schema, want) {
+			t.Errorf("stop schema lacks %q: %s", want, schema)
+		}
+	}
+	if tools["append"].Annotations.IdempotentHint {
+		t.Error("a tool with no key and no op id claims to be idempotent")
+	}
+	if strings.Contains(mustJSON(tools["append"].InputSchema), "op_id") {
+		t.Error("a tool without OpID advertises op_id")
+	}
+	st := tools[idem.StatusToolName]
+	if !st.Annotations.ReadOnlyHint || (st.Annotations.DestructiveHint != nil && *st.Annotations.DestructiveHint) {
+		t.Errorf("get_operation annotations %+v", st.Annotations)
+	}
+}
+
+func TestAddToolLeavesCallerToolAlone(t *testing.T) {
+	tool := &mcp.Tool{Name: "stop", Description: "Stop.", InputSchema: &jsonschema.Schema{
+		Type:       "object",
+		Properties: map[string]*jsonschema.Schema{"session_id": {Type: "string"}},
+	}}
+	before := mustJSON(tool)
+	idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(), noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	if after := mustJSON(tool); after != before {
+		t.Errorf("AddTool modified the caller's tool:\n%s\n%s", before, after)
+	}
+}
+
+func TestAddToolRefusesContradictions(t *testing.T) {
+	yes := true
+	for name, tool := range map[string]*mcp.Tool{
+		"read-only and destructive": {Name: "x", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &yes}},
+		"unknown key":               {Name: "y"},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: AddTool did not panic", name)
+				}
+			}()
+			opts := []idem.Option{idem.OpID()}
+			if name == "unknown key" {
+				opts = append(opts, idem.Keys("no_such_argument"))
+			}
+			idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(), noop[stopIn], opts...)
+		}()
+	}
+}
