@@ -64,7 +64,7 @@ func once(ctx context.Context, s idem.Store, k idem.Key, post PostFunc, cfg conf
 	deadline := time.Now().Add(cfg.wait)
 	delay := 2 * time.Millisecond
 	for {
-		c, seen, err := takeClaim(ctx, s, k, cfg, claimPending)
+		c, seen, err := takeClaim(ctx, s, k, cfg, false, claimPending)
 		if err != nil {
 			return "", err
 		}
@@ -114,8 +114,10 @@ type claim struct {
 // takeClaim takes the marker at k if may allows it, in one transaction: the
 // marker is read and then rewritten conditionally on the version read, so of
 // concurrent claimers exactly one wins. It returns the claim, or nil and the
-// marker as it was seen.
-func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, may func(d *doc, now time.Time) bool) (*claim, doc, error) {
+// marker as it was seen. With markExpired, a marker it does not claim that is
+// Claimed under an expired lease is recorded Unknown in the same
+// transaction.
+func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markExpired bool, may func(d *doc, now time.Time) bool) (*claim, doc, error) {
 	token := newToken()
 	var (
 		c    *claim
@@ -130,6 +132,14 @@ func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, may fu
 		seen = d
 		now := cfg.now()
 		if !may(&d, now) {
+			if markExpired && d.State == Claimed && d.effective(now) == Unknown {
+				d.State = Unknown
+				d.UpdatedAt = now
+				if err := tx.Update(ctx, k, v, d); err != nil {
+					return fmt.Errorf("sideeffect: recording unknown outcome of marker: %w", err)
+				}
+				seen = d
+			}
 			return nil
 		}
 		d.State = Claimed

@@ -141,8 +141,9 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 	if err != nil {
 		return listFailed, err
 	}
-	// Pending: claim and post, as Once does but without waiting.
-	c, seen, err := takeClaim(ctx, s, k, cfg, claimPending)
+	// Pending: claim and post, as Once does but without waiting. Claimed
+	// under an expired lease: record Unknown.
+	c, seen, err := takeClaim(ctx, s, k, cfg, true, claimPending)
 	if errors.Is(err, ErrNoMarker) {
 		return listNone, nil
 	}
@@ -161,14 +162,6 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 
 	// Unknown: the claim under seen.Token ended without an outcome.
 	stale := &claim{s: s, k: k, token: seen.Token, payload: seen.Payload, cfg: cfg}
-	if seen.State == Claimed {
-		if err := stale.markUnknownExpired(ctx); errors.Is(err, ErrFenced) {
-			return listBusy, nil
-		} else if err != nil {
-			return listFailed, err
-		}
-		seen.State = Unknown
-	}
 	m := seen.marker(key, cfg.now())
 	outcome, ref, err := reconcile(ctx, m)
 	if err != nil {
@@ -187,7 +180,7 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 		}
 		return listReconciled, nil
 	case NotCommitted:
-		c, _, err := takeClaim(ctx, s, k, cfg, func(d *doc, now time.Time) bool {
+		c, _, err := takeClaim(ctx, s, k, cfg, false, func(d *doc, now time.Time) bool {
 			return d.Token == seen.Token && d.effective(now) == Unknown
 		})
 		if err != nil {
@@ -206,28 +199,4 @@ func posted(_ string, err error) (list, error) {
 		return listFailed, err
 	}
 	return listPosted, nil
-}
-
-// markUnknownExpired records Unknown for a claim whose lease has ended, only
-// if the marker is still claimed under that token with an expired lease.
-func (c *claim) markUnknownExpired(ctx context.Context) error {
-	return c.s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-		d, v, err := load(ctx, tx, c.k)
-		if errors.Is(err, ErrNoMarker) {
-			return ErrFenced
-		}
-		if err != nil {
-			return err
-		}
-		now := c.cfg.now()
-		if d.Token != c.token || d.State != Claimed || d.effective(now) != Unknown {
-			return ErrFenced
-		}
-		d.State = Unknown
-		d.UpdatedAt = now
-		if err := tx.Update(ctx, c.k, v, d); err != nil {
-			return fmt.Errorf("sideeffect: recording unknown outcome of marker: %w", err)
-		}
-		return nil
-	})
 }

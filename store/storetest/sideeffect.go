@@ -33,6 +33,7 @@ func runSideEffect(t *testing.T, h Harness) {
 	t.Run("FailedPostReleases", func(t *testing.T) { seFailedPost(t, h) })
 	t.Run("RecoverAbandonedClaim", func(t *testing.T) { seRecoverAbandoned(t, h) })
 	t.Run("RecoverTakeoverIsConditional", func(t *testing.T) { seRecoverTakeover(t, h) })
+	t.Run("RecoverStaleVerdict", func(t *testing.T) { seRecoverStaleVerdict(t, h) })
 	t.Run("Fencing", func(t *testing.T) { seFencing(t, h) })
 	t.Run("RolledBackWriteLeavesNoMarker", func(t *testing.T) { seRollback(t, h) })
 	t.Run("RepeatedWritePostsOnce", func(t *testing.T) { seRepeatedWrite(t, h) })
@@ -368,6 +369,45 @@ func seRecoverTakeover(t *testing.T, h Harness) {
 	}
 	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" {
 		t.Errorf("marker: state %s ref %q, want done ref-1", m.State, m.Ref)
+	}
+}
+
+// A verdict about one claim does not apply to a later one: if, while
+// reconcile was asked about claim 1, another run took the marker over and
+// that claim 2 was abandoned too, the first run's NotCommitted posts nothing.
+func seRecoverStaleVerdict(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "stale-verdict"
+	seIntend(t, s, clk, key, "payload")
+	seAbandon(t, s, clk, key)
+	clk.Advance(seLease + time.Second)
+
+	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotCommitted, "", nil
+	}
+	outer := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		done := make(chan struct{})
+		go func() { // another run takes over and dies in its post
+			defer close(done)
+			sideeffect.Recover(ctx, s, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+				runtime.Goexit()
+				return "", nil
+			}, notCommitted, seOpts(clk)...)
+		}()
+		<-done
+		clk.Advance(seLease + time.Second)
+		return sideeffect.NotCommitted, "", nil
+	}
+	var p sePoster
+	r, err := sideeffect.Recover(context.Background(), s, p.post, outer, seOpts(clk)...)
+	if err != nil || len(r.Posted) != 0 || !slices.Equal(r.Busy, []string{key}) {
+		t.Errorf("Recover with a stale verdict = %+v, %v; want the key busy, not posted", r, err)
+	}
+	if got := p.calls.Load(); got != 0 {
+		t.Errorf("a stale verdict posted %d times, want 0", got)
+	}
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Unknown || m.Attempts != 2 {
+		t.Errorf("marker: state %s attempts %d, want unknown after 2 attempts", m.State, m.Attempts)
 	}
 }
 
