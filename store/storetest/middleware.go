@@ -233,6 +233,7 @@ func noteID(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func runMiddleware(t *testing.T, h Harness) {
+	runStaleRead(t, h)
 	t.Run("SameOpIDTwice", func(t *testing.T) {
 		t.Parallel()
 		f := newMWFixture(t, h)
@@ -635,4 +636,46 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// staleReads is a store whose first attempt of every transaction does not
+// see op records, as a read from a stale snapshot or a lagging replica would
+// not. Only the op record's create-if-absent then stands between a repeat and
+// a second commit.
+type staleReads struct{ idem.Store }
+
+func (s staleReads) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	attempt := 0
+	return s.Store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		attempt++
+		if attempt == 1 {
+			tx = staleTx{tx}
+		}
+		return fn(ctx, tx)
+	})
+}
+
+type staleTx struct{ idem.Tx }
+
+func (t staleTx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if k.Collection == idem.OpCollection {
+		return 0, idem.ErrNotFound
+	}
+	return t.Tx.Get(ctx, k, dst)
+}
+
+func runStaleRead(t *testing.T, h Harness) {
+	t.Run("StaleReadStillCommitsOnce", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		args := map[string]any{"text": "x", "op_id": "op-stale"}
+		r1 := callTool(t, f.connect(nil), "add_note", args, nil)
+		// A second server whose reads miss the op record on first attempts.
+		f.store = staleReads{f.store}
+		r2 := callTool(t, connectTo(t, f.newServer(), nil), "add_note", args, nil)
+		if got := f.committedNotes(); got != 1 {
+			t.Fatalf("%d notes committed, want 1: the op record's create-if-absent did not hold", got)
+		}
+		sameAnswer(t, r1, r2)
+	})
 }
