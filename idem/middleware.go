@@ -77,7 +77,7 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, e
 		return refusal(NewError(CodeInternal, "no tool call request")), zero, nil
 	}
 	cl.tool = cl.req.Params.Name
-	args := cl.req.Params.Arguments
+	args := parseArgs(cl.req.Params.Arguments)
 	if cl.c.opID {
 		id, err := opIDOf(args, cl.req.Params.Meta)
 		if err != nil {
@@ -324,18 +324,9 @@ func decodeStored[Out any](rec *OpRecord) (*mcp.CallToolResult, Out, error) {
 
 // checkKeys refuses a call whose record-key arguments are absent, null or
 // empty strings. Messages name the argument, never a value.
-func checkKeys(args json.RawMessage, keys []string) *Error {
-	if len(keys) == 0 {
-		return nil
-	}
-	var obj map[string]json.RawMessage
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &obj); err != nil {
-			return NewError(CodeMissingKey, "arguments must be a JSON object")
-		}
-	}
+func checkKeys(args map[string]json.RawMessage, keys []string) *Error {
 	for _, k := range keys {
-		raw, ok := obj[k]
+		raw, ok := args[k]
 		if !ok || string(raw) == "null" || string(raw) == `""` {
 			return NewError(CodeMissingKey, fmt.Sprintf("argument %q is required: it names the record this call writes", k))
 		}

@@ -42,21 +42,28 @@ func ValidateOpID(id string) error {
 	return nil
 }
 
-// opIDOf extracts the op id from the arguments and _meta of a call. It
-// returns "" when neither carries one.
-func opIDOf(args json.RawMessage, meta mcp.Meta) (string, error) {
+// parseArgs splits a call's arguments into members. Arguments that are not
+// a JSON object give a nil map (the SDK's own validation reports them).
+func parseArgs(args json.RawMessage) map[string]json.RawMessage {
+	var obj map[string]json.RawMessage
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &obj); err != nil {
+			return nil
+		}
+	}
+	return obj
+}
+
+// opIDOf extracts the op id from the argument members and _meta of a call.
+// It returns "" when neither carries one.
+func opIDOf(args map[string]json.RawMessage, meta mcp.Meta) (string, error) {
 	var fromArg, fromMeta string
 	var argSet, metaSet bool
-	if len(args) > 0 {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(args, &obj); err == nil {
-			if raw, ok := obj[OpIDArgument]; ok && string(raw) != "null" {
-				if err := json.Unmarshal(raw, &fromArg); err != nil {
-					return "", NewError(CodeInvalidOpID, "op_id must be a string")
-				}
-				argSet = true
-			}
+	if raw, ok := args[OpIDArgument]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &fromArg); err != nil {
+			return "", NewError(CodeInvalidOpID, "op_id must be a string")
 		}
+		argSet = true
 	}
 	if v, ok := meta[MetaOpID]; ok && v != nil {
 		s, isStr := v.(string)

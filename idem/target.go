@@ -55,6 +55,6 @@ func HasOpID(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
-	id, err := opIDOf(req.Params.Arguments, req.Params.Meta)
+	id, err := opIDOf(parseArgs(req.Params.Arguments), req.Params.Meta)
 	return id != "" || err != nil
 }
