@@ -172,7 +172,7 @@ func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
 			return "", err
 		}
 		return ref, nil
-	case errors.Is(perr, idem.ErrUnknownOutcome) || errors.Is(perr, ErrUnknown):
+	case errors.Is(perr, idem.ErrUnknownOutcome) || errors.Is(perr, ErrUnknown) || errors.Is(perr, errPanic):
 		err := fmt.Errorf("%w: %w", ErrUnknown, perr)
 		if uerr := c.markUnknown(wctx); uerr != nil {
 			return "", errors.Join(err, uerr)
@@ -194,7 +194,7 @@ var errPanic = errors.New("sideeffect: post panicked")
 func callPost(ctx context.Context, post PostFunc, key string, payload json.RawMessage) (ref string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %w: %v\n%s", ErrUnknown, errPanic, r, debug.Stack())
+			err = fmt.Errorf("%w: %v\n%s", errPanic, r, debug.Stack())
 		}
 	}()
 	return post(ctx, key, payload)
@@ -265,7 +265,10 @@ func (c *claim) fenced(ctx context.Context, what string, change func(d *doc)) er
 // The key, post and options are checked now, so a bad one fails the
 // handler (and rolls its transaction back) rather than the hook. then, if
 // not nil, receives Once's result; a post that fails after the commit leaves
-// its marker Pending (or Unknown) for [Recover]. AfterCommit returns
+// its marker Pending (or Unknown) for [Recover]. The hook runs on the
+// committing goroutine, so the middleware sends the tool's response after
+// the post; to post in the background, call Once from a goroutine of your
+// own idem.AfterCommit hook. AfterCommit returns
 // idem.ErrNoTransaction if ctx is not inside a transaction of idem.Run or
 // the middleware.
 func AfterCommit(ctx context.Context, s idem.Store, key string, post PostFunc, then func(ref string, err error), opts ...Option) error {
