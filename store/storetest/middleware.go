@@ -234,6 +234,7 @@ func noteID(t *testing.T, res *mcp.CallToolResult) string {
 
 func runMiddleware(t *testing.T, h Harness) {
 	runStaleRead(t, h)
+	runOutcomes(t, h)
 	t.Run("SameOpIDTwice", func(t *testing.T) {
 		t.Parallel()
 		f := newMWFixture(t, h)
@@ -677,5 +678,121 @@ func runStaleRead(t *testing.T, h Harness) {
 			t.Fatalf("%d notes committed, want 1: the op record's create-if-absent did not hold", got)
 		}
 		sameAnswer(t, r1, r2)
+	})
+}
+
+// unknownCommit reports ErrUnknownOutcome from Run, after committing when
+// committed is true and after rolling back otherwise: a connection lost
+// during COMMIT, seen from either side of the commit.
+type unknownCommit struct {
+	idem.Store
+	committed bool
+	armed     atomic.Bool
+}
+
+var errLostCommit = errors.New("storetest: connection lost during COMMIT")
+
+func (s *unknownCommit) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	if !s.armed.CompareAndSwap(true, false) {
+		return s.Store.Run(ctx, fn)
+	}
+	err := s.Store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		if !s.committed {
+			return errLostCommit
+		}
+		return nil
+	})
+	if err == nil || errors.Is(err, errLostCommit) {
+		return fmt.Errorf("%w: %w", idem.ErrUnknownOutcome, errLostCommit)
+	}
+	return err
+}
+
+func runOutcomes(t *testing.T, h Harness) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("UnknownOutcome/committed=%v", committed), func(t *testing.T) {
+			t.Parallel()
+			f := newMWFixture(t, h)
+			us := &unknownCommit{Store: f.store, committed: committed}
+			f.store = us
+			cs := connectTo(t, f.newServer(), nil)
+			args := map[string]any{"text": secret, "op_id": "op-unknown"}
+			us.armed.Store(true)
+			r := callTool(t, cs, "add_note", args, nil)
+			if committed {
+				// The lookup after the lost commit finds the op record: the
+				// first answer, as the handler made it.
+				if r.IsError || replayed(r) || noteID(t, r) != "note-1" {
+					t.Fatalf("lost commit that landed: IsError=%v replayed=%v %s", r.IsError, replayed(r), resultText(r))
+				}
+			} else {
+				if errCode(r) != string(idem.CodeUnknownOutcome) || r.Meta[idem.MetaOpIDResult] != "op-unknown" {
+					t.Fatalf("lost commit that did not land: code %q op id %v", errCode(r), r.Meta[idem.MetaOpIDResult])
+				}
+				if strings.Contains(resultText(r), secret) || strings.Contains(resultText(r), errLostCommit.Error()) {
+					t.Errorf("unknown_outcome leaks arguments or the store's error: %q", resultText(r))
+				}
+				if f.committedNotes() != 0 {
+					t.Fatal("a rolled-back commit left a note")
+				}
+				// The caller checks with get_operation, then retries with
+				// the same op id: it runs once more and commits.
+				st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "op-unknown"}, nil)
+				if b, _ := json.Marshal(st.StructuredContent); !strings.Contains(string(b), idem.StatusNotCommitted) {
+					t.Fatalf("get_operation after a lost commit: %s", b)
+				}
+				r = callTool(t, cs, "add_note", args, nil)
+				if r.IsError || replayed(r) {
+					t.Fatalf("retry after not_committed: %s", resultText(r))
+				}
+			}
+			if got := f.committedNotes(); got != 1 {
+				t.Errorf("%d notes committed, want 1", got)
+			}
+			if r2 := callTool(t, cs, "add_note", args, nil); !replayed(r2) {
+				t.Error("a further repeat was not replayed")
+			}
+		})
+	}
+
+	t.Run("BusyWhileFirstRuns", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		started, release := make(chan struct{}), make(chan struct{})
+		var runs atomic.Int64
+		srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+		idem.AddTool(srv, &mcp.Tool{Name: "slow"}, f.store,
+			func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+				if runs.Add(1) == 1 {
+					close(started)
+					<-release
+				}
+				return nil, noteOut{ID: "slow-1"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "slow-1"}, in)
+			}, idem.OpID(), idem.BusyAfter(50*time.Millisecond), idem.Clock(f.clock.Now))
+		cs := connectTo(t, srv, nil)
+		args := map[string]any{"text": "x", "op_id": "op-slow"}
+		first := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: args})
+			if err != nil {
+				t.Error(err)
+			}
+			first <- res
+		}()
+		<-started
+		r := callTool(t, cs, "slow", args, nil)
+		close(release)
+		if errCode(r) != string(idem.CodeBusy) || r.Meta[idem.MetaOpIDResult] != "op-slow" {
+			t.Errorf("duplicate during the first run: code %q, want busy with the op id", errCode(r))
+		}
+		if r1 := <-first; r1 == nil || r1.IsError {
+			t.Fatalf("first call failed")
+		}
+		if r := callTool(t, cs, "slow", args, nil); !replayed(r) || runs.Load() != 1 {
+			t.Errorf("after the first finished: replayed=%v runs=%d", replayed(r), runs.Load())
+		}
 	})
 }
