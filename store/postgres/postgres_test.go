@@ -2,12 +2,15 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/sdk/idem"
@@ -83,4 +86,83 @@ func TestConformance(t *testing.T) {
 		},
 		MaxDocumentBytes: 64 << 10,
 	})
+}
+
+// TestDeferredCreateFindsLiveDocument: a Create of a key this Tx read as
+// absent goes out with the COMMIT. If a live document is there by then (here
+// written through the native handle), the transaction must not commit: Run
+// retries and, since every attempt does the same, gives up with ErrConflict.
+func TestDeferredCreateFindsLiveDocument(t *testing.T) {
+	pool := newPool(t, 2)
+	s := newStore(t, pool, &postgres.Options{MaxAttempts: 3})
+	k := idem.Key{Collection: "docs", ID: "k"}
+	attempts := 0
+	err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		attempts++
+		if _, err := tx.Get(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
+			return fmt.Errorf("Get of a new key: %v", err)
+		}
+		var ptx pgx.Tx
+		if !tx.As(&ptx) {
+			return errors.New("As(*pgx.Tx) = false")
+		}
+		if _, err := ptx.Exec(ctx, "INSERT INTO "+s.Table()+" (collection, id, version, doc) VALUES ($1, $2, 1, '{\"by\":\"sql\"}')", k.Collection, k.ID); err != nil {
+			return err
+		}
+		return tx.Create(ctx, k, map[string]string{"by": "create"})
+	})
+	if !errors.Is(err, idem.ErrConflict) {
+		t.Fatalf("Run = %v, want an error wrapping idem.ErrConflict", err)
+	}
+	if attempts != 3 {
+		t.Fatalf("fn ran %d times, want 3 (MaxAttempts)", attempts)
+	}
+	err = s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		_, err := tx.Get(ctx, k, nil)
+		return err
+	})
+	if !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Get after the refused commit = %v, want ErrNotFound: nothing may commit", err)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	pool := newPool(t, 1)
+	if _, err := postgres.New(nil, nil); err == nil {
+		t.Fatal("New(nil pool) succeeded")
+	}
+	for _, p := range []string{"Bad", "1abc", "a-b", "a\"b", strings.Repeat("a", 33)} {
+		if _, err := postgres.New(pool, &postgres.Options{TablePrefix: p}); err == nil {
+			t.Fatalf("New accepted table prefix %q", p)
+		} else if strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q echoes the prefix", err)
+		}
+	}
+	if _, err := postgres.New(pool, &postgres.Options{MaxAttempts: -1}); err == nil {
+		t.Fatal("New accepted MaxAttempts -1")
+	}
+	s, err := postgres.New(pool, &postgres.Options{TablePrefix: "ok_1"})
+	if err != nil {
+		t.Fatalf("New with a good prefix: %v", err)
+	}
+	if s.Table() != `"ok_1idem_docs"` {
+		t.Fatalf("Table() = %s", s.Table())
+	}
+	if _, err := s.Sweep(context.Background(), 0); err == nil {
+		t.Fatal("Sweep(0) succeeded")
+	}
+}
+
+func TestMigrateIdempotentAndConcurrent(t *testing.T) {
+	pool := newPool(t, 4)
+	s := newStore(t, pool, nil) // migrated once
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- s.Migrate(context.Background()) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("Migrate again: %v", err)
+		}
+	}
 }
