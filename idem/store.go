@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -170,4 +171,18 @@ func ApplyWriteOptions(opts []WriteOption) WriteOptions {
 // on the boundary: a document whose expiry equals now is expired.
 func Live(expiresAt, now time.Time) bool {
 	return expiresAt.IsZero() || expiresAt.After(now)
+}
+
+// EncodeDocument marshals doc as a stored document. It fails with an error
+// wrapping ErrTooLarge when the JSON is over maxBytes, so every backend
+// measures its limit the same way. It is for backends.
+func EncodeDocument(doc any, maxBytes int) ([]byte, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("idem: encoding document: %w", err)
+	}
+	if len(b) > maxBytes {
+		return nil, fmt.Errorf("%w: document is %d bytes, limit %d", ErrTooLarge, len(b), maxBytes)
+	}
+	return b, nil
 }

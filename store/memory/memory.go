@@ -180,16 +180,7 @@ func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error)
 	return v, nil
 }
 
-func (t *tx) encode(doc any) ([]byte, error) {
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("memory: encoding document: %w", err)
-	}
-	if len(b) > t.s.maxBytes {
-		return nil, fmt.Errorf("%w: document is %d bytes, limit %d", idem.ErrTooLarge, len(b), t.s.maxBytes)
-	}
-	return b, nil
-}
+func (t *tx) encode(doc any) ([]byte, error) { return idem.EncodeDocument(doc, t.s.maxBytes) }
 
 func (t *tx) put(k idem.Key, data []byte, opts []idem.WriteOption) {
 	o := idem.ApplyWriteOptions(opts)

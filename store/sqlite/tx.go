@@ -57,14 +57,8 @@ func (t *tx) check(k idem.Key) error {
 }
 
 func (t *tx) encode(doc any) (string, error) {
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return "", fmt.Errorf("sqlite: encoding document: %w", err)
-	}
-	if len(b) > t.s.maxBytes {
-		return "", fmt.Errorf("%w: document is %d bytes, limit %d", idem.ErrTooLarge, len(b), t.s.maxBytes)
-	}
-	return string(b), nil
+	b, err := idem.EncodeDocument(doc, t.s.maxBytes)
+	return string(b), err
 }
 
 func (t *tx) nowNano() int64 { return unixNano(t.s.now()) }
