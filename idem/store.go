@@ -111,6 +111,19 @@ type Store interface {
 	Run(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
+// A Reader is a Store that can read one document outside any transaction,
+// seeing the latest committed state, with expiry applied as by Tx.Get. Stores
+// implement it when one read costs less than a transaction (one round trip
+// where Run needs BEGIN, SELECT and COMMIT). The middleware then answers a
+// replay with one read, and lets the first attempt of a new operation skip
+// reading its op record inside the transaction: the op record's Create (with
+// [CreateAtCommit]) still refuses a concurrent duplicate.
+type Reader interface {
+	// Read reads the live document at k into dst (dst may be nil) and
+	// returns its version, or ErrNotFound.
+	Read(ctx context.Context, k Key, dst any) (Version, error)
+}
+
 // A Sweeper deletes expired documents in batches, for backends whose
 // storage has no native time-to-live. It returns how many it deleted; a
 // result below limit means no expired document was left at the time.
@@ -146,6 +159,9 @@ type WriteOption func(*WriteOptions)
 type WriteOptions struct {
 	// ExpiresAt, when not zero, is when the document stops being live.
 	ExpiresAt time.Time
+	// AtCommit lets a Create check its condition when the transaction
+	// commits; see [CreateAtCommit].
+	AtCommit bool
 }
 
 // WithExpiry makes the document expire at t: from then on Get reports it
@@ -153,6 +169,18 @@ type WriteOptions struct {
 // yet. Backends store t in their native time-to-live field.
 func WithExpiry(t time.Time) WriteOption {
 	return func(o *WriteOptions) { o.ExpiresAt = t }
+}
+
+// CreateAtCommit lets a backend check a Create's condition when the
+// transaction commits instead of when Create is called, so that it can send
+// the write with the commit and save a round trip. A live document at the key
+// then fails the whole attempt with ErrConflict, and Run calls fn again,
+// instead of Create returning ErrExists. Use it where fn's next attempt reads
+// the key anyway (the op record: a retry finds it and replays). Backends
+// that cannot defer ignore it, and Create returns ErrExists as usual. Other
+// writes ignore it.
+func CreateAtCommit() WriteOption {
+	return func(o *WriteOptions) { o.AtCommit = true }
 }
 
 // ApplyWriteOptions folds opts into one WriteOptions. It is for backends.
