@@ -125,23 +125,35 @@ type outcome[Out any] struct {
 
 func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, error) {
 	var o outcome[Out]
-	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
-		o = outcome[Out]{}
+	// A store that reads outside transactions answers a replay with that
+	// one read, and a first call then need not read the op record again in
+	// its first attempt: the op record's Create refuses a duplicate that
+	// committed in between, and the retry replays it.
+	skipRead := false
+	if r, ok := cl.s.(Reader); ok {
 		var rec OpRecord
-		_, err := tx.Get(tctx, cl.key, &rec)
+		_, err := r.Read(ctx, cl.key, &rec)
 		switch {
 		case err == nil:
-			if rec.Fingerprint != cl.fp {
-				return NewError(CodeKeyReused, "this op_id was already used with other arguments; mint a new op_id for a new operation")
-			}
-			res, out, err := decodeStored[Out](&rec)
-			if err != nil {
+			return cl.finish(ctx, &o, nil, cl.fromRecord(&rec, &o))
+		case errors.Is(err, ErrNotFound):
+			skipRead = true
+		}
+		// Any other error: the transaction reads the op record itself.
+	}
+	attempt := 0
+	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
+		attempt++
+		o = outcome[Out]{}
+		if !skipRead || attempt > 1 {
+			var rec OpRecord
+			_, err := tx.Get(tctx, cl.key, &rec)
+			switch {
+			case err == nil:
+				return cl.fromRecord(&rec, &o)
+			case !errors.Is(err, ErrNotFound):
 				return err
 			}
-			o.res, o.out, o.replayed = res, out, true
-			return nil
-		case !errors.Is(err, ErrNotFound):
-			return err
 		}
 		if err := cl.runHandler(ctx, tctx, tx, &o); err != nil {
 			return err
@@ -155,12 +167,12 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		if err != nil {
 			return fmt.Errorf("idem: encoding output: %w", err)
 		}
-		rec = OpRecord{
+		rec := OpRecord{
 			Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: cl.fp,
 			Result: resJSON, Output: outJSON,
 			CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
 		}
-		err = tx.Create(tctx, cl.key, &rec, WithExpiry(rec.ExpiresAt))
+		err = tx.Create(tctx, cl.key, &rec, WithExpiry(rec.ExpiresAt), CreateAtCommit())
 		if errors.Is(err, ErrExists) {
 			// A concurrent call with this op id committed first: retry the
 			// transaction, which then replays its result.
@@ -169,6 +181,20 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		return err
 	})
 	return cl.finish(ctx, &o, hooks, err)
+}
+
+// fromRecord answers from a live op record: its result if the arguments
+// match, key_reused if they do not.
+func (cl *call[In, Out]) fromRecord(rec *OpRecord, o *outcome[Out]) error {
+	if rec.Fingerprint != cl.fp {
+		return NewError(CodeKeyReused, "this op_id was already used with other arguments; mint a new op_id for a new operation")
+	}
+	res, out, err := decodeStored[Out](rec)
+	if err != nil {
+		return err
+	}
+	o.res, o.out, o.replayed = res, out, true
+	return nil
 }
 
 func (cl *call[In, Out]) runPlain(ctx context.Context) (*mcp.CallToolResult, Out, error) {

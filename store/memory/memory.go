@@ -280,6 +280,26 @@ func (t *tx) commit() error {
 	return nil
 }
 
+// Read implements [idem.Reader]: the latest committed state of k, outside
+// any transaction.
+func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	d := s.docs[k]
+	s.mu.Unlock()
+	if d == nil || !idem.Live(d.expires, s.now()) {
+		return 0, idem.ErrNotFound
+	}
+	if dst != nil {
+		if err := json.Unmarshal(d.data, dst); err != nil {
+			return 0, fmt.Errorf("memory: decoding %s: %w", k, err)
+		}
+	}
+	return d.version, nil
+}
+
 // Sweep deletes up to limit expired documents and returns how many it
 // deleted.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {

@@ -305,6 +305,16 @@ func isBusy(err error) bool {
 	return false
 }
 
+// Read implements [idem.Reader]: one SELECT outside any transaction, which
+// in WAL mode neither waits for nor blocks the writer. The middleware uses it
+// to answer replays without taking the write lock.
+func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	return read(ctx, s.db, k, unixNano(s.now()), dst)
+}
+
 // Sweep implements [idem.Sweeper]: it deletes up to limit documents whose
 // expiry is not after the store's clock, in one transaction, and returns how
 // many it deleted. limit must be positive.

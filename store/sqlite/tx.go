@@ -101,12 +101,22 @@ func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error)
 	if err := t.check(k); err != nil {
 		return 0, err
 	}
+	return read(ctx, t.conn, k, t.nowNano(), dst)
+}
+
+// rowQuerier is a *sql.Conn inside a transaction or the *sql.DB outside one.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// read reads the document at k as live at now (Unix nanoseconds).
+func read(ctx context.Context, q rowQuerier, k idem.Key, now int64, dst any) (idem.Version, error) {
 	var (
 		v   int64
 		doc []byte
 		exp sql.NullInt64
 	)
-	err := t.conn.QueryRowContext(ctx,
+	err := q.QueryRowContext(ctx,
 		`SELECT version, doc, expires_at FROM docs WHERE collection = ? AND id = ?`,
 		k.Collection, k.ID).Scan(&v, &doc, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -115,7 +125,7 @@ func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: reading document: %w", err)
 	}
-	if exp.Valid && exp.Int64 <= t.nowNano() {
+	if exp.Valid && exp.Int64 <= now {
 		return 0, idem.ErrNotFound
 	}
 	if dst != nil {

@@ -232,7 +232,25 @@ func noteID(t *testing.T, res *mcp.CallToolResult) string {
 	return out.ID
 }
 
+// runMiddleware runs the middleware suite on the store, and again with its
+// Reader capability hidden when it has one, so that both paths of the op
+// record (a read outside the transaction, and a read inside it) are tested
+// on every backend.
 func runMiddleware(t *testing.T, h Harness) {
+	runMiddlewareSuite(t, h)
+	if _, ok := h.New(t, time.Now).(idem.Reader); ok {
+		t.Run("WithoutReader", func(t *testing.T) {
+			plain := h
+			plain.New = func(t *testing.T, now func() time.Time) idem.Store { return noReader{h.New(t, now)} }
+			runMiddlewareSuite(t, plain)
+		})
+	}
+}
+
+// noReader hides a store's optional capabilities.
+type noReader struct{ idem.Store }
+
+func runMiddlewareSuite(t *testing.T, h Harness) {
 	runStaleRead(t, h)
 	runOutcomes(t, h)
 	t.Run("SameOpIDTwice", func(t *testing.T) {
