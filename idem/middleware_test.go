@@ -1,9 +1,13 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,5 +59,50 @@ func TestInputRequestsAreNeverStored(t *testing.T) {
 	}
 	if _, err := idem.LookupOp(ctx, s, "", "add", "op-mrtr"); err != nil {
 		t.Fatalf("completed call not stored: %v", err)
+	}
+}
+
+// Logs name the tool and the fingerprint of the arguments, never their
+// values, and hooks see the same.
+func TestLogsAndHooksCarryNoArguments(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	var events []idem.Event
+	hook := func(ctx context.Context, e idem.Event) { events = append(events, e) }
+	h := idem.Tool(memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		if in.Text == "boom" {
+			panic("handler bug with " + in.Text)
+		}
+		return nil, nil, nil
+	}, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		idem.OnReplay(hook), idem.OnKeyReused(hook))
+	call := func(text string) *mcp.CallToolResult {
+		args, _ := json.Marshal(map[string]string{"text": text, "op_id": "op-log"})
+		res, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: args}}, Note{Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	const secret = "SECRET-first-words"
+	call(secret)
+	call(secret)               // replay
+	call("SECRET-other-words") // key reuse
+	if len(events) != 2 || events[0].Fingerprint == "" || events[1].Tool != "note" {
+		t.Fatalf("hook events %+v, want a replay and a key reuse with fingerprints", events)
+	}
+	logs := buf.String()
+	if !strings.Contains(logs, events[0].Fingerprint) || !strings.Contains(logs, "reused") {
+		t.Errorf("logs lack the fingerprint or the key reuse:\n%s", logs)
+	}
+	if strings.Contains(logs, "SECRET") {
+		t.Errorf("logs carry argument values:\n%s", logs)
+	}
+	res, _, _ := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(`{"text":"boom","op_id":"op-panic"}`)}}, Note{Text: "boom"})
+	if res == nil || !res.IsError || strings.Contains(fmt.Sprint(res.Content[0]), "boom") {
+		t.Errorf("panic result %+v: want an internal refusal that does not echo the panic", res)
+	}
+	if !strings.Contains(buf.String(), "panicked") {
+		t.Error("the panic was not logged")
 	}
 }
