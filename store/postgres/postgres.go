@@ -23,6 +23,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -64,6 +65,7 @@ type Store struct {
 
 var (
 	_ idem.Store   = (*Store)(nil)
+	_ idem.Reader  = (*Store)(nil)
 	_ idem.Sweeper = (*Store)(nil)
 )
 
@@ -218,6 +220,40 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx ide
 		return fmt.Errorf("postgres: a statement in the transaction failed: %w", t.failed)
 	}
 	return t.commit(context.WithoutCancel(ctx))
+}
+
+// Read implements idem.Reader: it reads the document at k into dst (dst may be
+// nil) with one SELECT outside any transaction, on a pooled connection, and
+// returns its version. It sees the latest committed state. A document that is
+// absent, or whose expiry is not after Options.Now (read before the SELECT,
+// as Get does), reports idem.ErrNotFound and version 0. An invalid key fails
+// with an error wrapping idem.ErrInvalidKey before anything is sent.
+func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if err := k.Validate(); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	var (
+		v   int64
+		doc []byte
+		exp *time.Time
+	)
+	err := s.pool.QueryRow(ctx, s.q.get, k.Collection, k.ID).Scan(&v, &doc, &exp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, idem.ErrNotFound
+	}
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	if exp != nil && !idem.Live(*exp, now) {
+		return 0, idem.ErrNotFound
+	}
+	if dst != nil {
+		if err := json.Unmarshal(doc, dst); err != nil {
+			return 0, fmt.Errorf("postgres: decoding document: %w", err)
+		}
+	}
+	return idem.Version(v), nil
 }
 
 // Sweep deletes up to limit documents whose expiry is not after the store's

@@ -38,12 +38,14 @@ type tx struct {
 	absent map[idem.Key]time.Time
 }
 
-// pending is one statement and what to do with its result row. scan must
-// return nil for "no rows": a statement error is the only failure.
+// pending is one statement and what to do with its result. scan must return
+// nil for "no rows": a statement error is the only failure. At most one of
+// scan and exec is set.
 type pending struct {
 	sql  string
 	args []any
-	scan func(pgx.Row) error // nil: no result wanted
+	scan func(pgx.Row) error     // nil: no result row wanted
+	exec func(pgconn.CommandTag) // nil: no command tag wanted
 }
 
 var errClosed = errors.New("postgres: transaction used after Run returned")
@@ -67,7 +69,11 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 		}
 		var err error
 		if last.scan == nil {
-			_, err = t.conn.Exec(ctx, last.sql, last.args...)
+			var tag pgconn.CommandTag
+			tag, err = t.conn.Exec(ctx, last.sql, last.args...)
+			if err == nil && last.exec != nil {
+				last.exec(tag)
+			}
 		} else {
 			err = last.scan(t.conn.QueryRow(ctx, last.sql, last.args...))
 		}
@@ -93,8 +99,14 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 
 func queue(b *pgx.Batch, p pending) {
 	q := b.Queue(p.sql, p.args...)
-	if p.scan != nil {
+	switch {
+	case p.scan != nil:
 		q.QueryRow(p.scan)
+	case p.exec != nil:
+		q.Exec(func(ct pgconn.CommandTag) error {
+			p.exec(ct)
+			return nil
+		})
 	}
 }
 
@@ -174,7 +186,10 @@ func holdsNUL(b []byte) bool {
 
 // expiry is the expires_at argument of a write: NULL for no expiry.
 func expiry(opts []idem.WriteOption) any {
-	o := idem.ApplyWriteOptions(opts)
+	return expiryArg(idem.ApplyWriteOptions(opts))
+}
+
+func expiryArg(o idem.WriteOptions) any {
 	if o.ExpiresAt.IsZero() {
 		return nil
 	}
@@ -236,11 +251,24 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 	if err != nil {
 		return err
 	}
-	if seen, ok := t.absent[k]; ok {
+	o := idem.ApplyWriteOptions(opts)
+	exp := expiryArg(o)
+	seen, absent := t.absent[k]
+	if absent || o.AtCommit {
+		if t.failed != nil {
+			return fmt.Errorf("postgres: transaction aborted by an earlier error: %w", t.failed)
+		}
 		delete(t.absent, k)
 		// Judge expiry by the clock reading the Get used, so the row the
-		// Get saw as expired is still replaceable.
-		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.ID, b, expiry(opts), seen},
+		// Get saw as expired is still replaceable; with AtCommit and no
+		// such Get, by the clock at this call.
+		if !absent {
+			seen = t.s.now()
+		}
+		// Sent with the next statement or the COMMIT: a live document
+		// there by then fails the statement (22012, mapped to
+		// ErrConflict) and the transaction with it.
+		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.ID, b, exp, seen},
 			scan: func(row pgx.Row) error {
 				var v *int64
 				var one int64
@@ -249,7 +277,7 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		return nil
 	}
 	created := false
-	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.ID, b, expiry(opts), t.s.now()},
+	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.ID, b, exp, t.s.now()},
 		scan: func(row pgx.Row) error {
 			var v int64
 			err := row.Scan(&v)
@@ -334,22 +362,40 @@ func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
 	return t.written(ctx, k, &pending{sql: t.s.q.delete, args: []any{k.Collection, k.ID, int64(v), t.s.now()}})
 }
 
-// As sets *target, a *pgx.Tx, to the transaction's native handle, so fn can
-// write its own tables in the same transaction. Statements sent through it
-// see this Tx's writes, and commit or roll back with it. Do not Commit or
-// Rollback it: return from fn instead. As reports false for other targets,
-// after fn returned, and if the transaction could not begin.
+// As hands out the transaction's native handle, so fn can write its own
+// tables in the same transaction; what it writes commits or rolls back with
+// this Tx. Do not Commit or Rollback through it: return from fn instead.
+//
+// With a *Querier target, As sets it to a handle that sends nothing yet: its
+// first statement goes out together with BEGIN and any waiting writes (see
+// Querier). With a *pgx.Tx target, As begins the transaction now (sending
+// BEGIN and the waiting writes, a round trip if nothing was sent yet) and
+// sets it to the pgx.Tx; statements sent through it see the Tx's writes made
+// before As. As reports false for other targets, after fn returned, and if
+// the transaction could not begin.
 func (t *tx) As(target any) bool {
-	p, ok := target.(*pgx.Tx)
-	if !ok || p == nil || t.closed {
+	if t.closed {
 		return false
 	}
-	if err := t.send(t.ctx, nil); err != nil && t.ptx == nil {
-		return false
+	switch p := target.(type) {
+	case *Querier:
+		if p == nil {
+			return false
+		}
+		*p = querier{t: t}
+		return true
+	case *pgx.Tx:
+		if p == nil {
+			return false
+		}
+		if err := t.send(t.ctx, nil); err != nil && t.ptx == nil {
+			return false
+		}
+		*p = t.ptx
+		t.native = true
+		return true
 	}
-	*p = t.ptx
-	t.native = true
-	return true
+	return false
 }
 
 // commit sends the queued writes and COMMIT in one round trip.

@@ -1,0 +1,234 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/store/postgres"
+	"github.com/idemkit/sdk/store/storetest"
+)
+
+type note struct {
+	Text string `json:"text"`
+}
+
+// run runs fn in one transaction of s and fails the test on an error.
+func run(t *testing.T, s *postgres.Store, fn func(ctx context.Context, tx idem.Tx) error) {
+	t.Helper()
+	if err := s.Run(context.Background(), fn); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// getIn reads k in a transaction of its own.
+func getIn(t *testing.T, s *postgres.Store, k idem.Key) (note, idem.Version, error) {
+	t.Helper()
+	var n note
+	var v idem.Version
+	err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		var err error
+		v, err = tx.Get(ctx, k, &n)
+		return err
+	})
+	return n, v, err
+}
+
+func TestRead(t *testing.T) {
+	pool := newPool(t, 2)
+	clock := storetest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := newStore(t, pool, &postgres.Options{Now: clock.Now})
+	ctx := context.Background()
+	live := idem.Key{Collection: "notes", ID: "live"}
+	expiring := idem.Key{Collection: "notes", ID: "expiring"}
+	run(t, s, func(ctx context.Context, tx idem.Tx) error {
+		if err := tx.Create(ctx, live, note{Text: "hello"}); err != nil {
+			return err
+		}
+		return tx.Create(ctx, expiring, note{Text: "soon gone"}, idem.WithExpiry(clock.Now().Add(time.Minute)))
+	})
+	_, want, err := getIn(t, s, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("Live", func(t *testing.T) {
+		var n note
+		v, err := s.Read(ctx, live, &n)
+		if err != nil || v != want || n.Text != "hello" {
+			t.Fatalf("Read = %v, %+v, %v; want version %v, text hello", v, n, err, want)
+		}
+		if v, err := s.Read(ctx, live, nil); err != nil || v != want {
+			t.Fatalf("Read with nil dst = %v, %v; want version %v", v, err, want)
+		}
+	})
+	t.Run("Absent", func(t *testing.T) {
+		v, err := s.Read(ctx, idem.Key{Collection: "notes", ID: "none"}, &note{})
+		if !errors.Is(err, idem.ErrNotFound) || v != 0 {
+			t.Fatalf("Read of an absent key = %v, %v; want 0, ErrNotFound", v, err)
+		}
+	})
+	t.Run("ExpiredByStoreClock", func(t *testing.T) {
+		if _, err := s.Read(ctx, expiring, nil); err != nil {
+			t.Fatalf("Read before the expiry: %v", err)
+		}
+		clock.Advance(time.Minute) // expiry == now: expired
+		var n note
+		v, err := s.Read(ctx, expiring, &n)
+		if !errors.Is(err, idem.ErrNotFound) || v != 0 || n.Text != "" {
+			t.Fatalf("Read at the expiry = %v, %+v, %v; want 0, nothing decoded, ErrNotFound", v, n, err)
+		}
+		if _, err := s.Read(ctx, live, nil); err != nil {
+			t.Fatalf("a document without expiry after the clock moved: %v", err)
+		}
+	})
+	t.Run("DecodeError", func(t *testing.T) {
+		var wrong []int
+		if _, err := s.Read(ctx, live, &wrong); err == nil {
+			t.Fatal("Read into a []int of an object succeeded")
+		}
+	})
+	t.Run("InvalidKey", func(t *testing.T) {
+		for _, k := range []idem.Key{{}, {Collection: "Bad", ID: "x"}, {Collection: "notes", ID: "a/b"}} {
+			_, err := s.Read(ctx, k, nil)
+			if !errors.Is(err, idem.ErrInvalidKey) {
+				t.Fatalf("Read(%q) = %v, want ErrInvalidKey", k, err)
+			}
+			if k.ID != "" && strings.Contains(err.Error(), k.ID) {
+				t.Fatalf("error %q echoes the key", err)
+			}
+		}
+	})
+	t.Run("CommittedOnly", func(t *testing.T) {
+		k := idem.Key{Collection: "notes", ID: "uncommitted"}
+		run(t, s, func(ctx context.Context, tx idem.Tx) error {
+			if err := tx.Put(ctx, k, note{Text: "pending"}); err != nil {
+				return err
+			}
+			// The Get sends the Put; Read, on another connection, must
+			// not see it before the commit.
+			if _, err := tx.Get(ctx, k, nil); err != nil {
+				return err
+			}
+			if _, err := s.Read(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
+				t.Errorf("Read of an uncommitted write = %v, want ErrNotFound", err)
+			}
+			return nil
+		})
+		var n note
+		if _, err := s.Read(ctx, k, &n); err != nil || n.Text != "pending" {
+			t.Fatalf("Read after the commit = %+v, %v", n, err)
+		}
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.Read(cctx, live, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Read with a cancelled context = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestCreateAtCommit: a Create with idem.CreateAtCommit goes out with the
+// COMMIT. Over a live document it fails the attempt with ErrConflict, so Run
+// calls fn again, and nothing of the attempt commits; over an expired one it
+// replaces it.
+func TestCreateAtCommit(t *testing.T) {
+	pool := newPool(t, 2)
+	clock := storetest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := newStore(t, pool, &postgres.Options{Now: clock.Now, MaxAttempts: 3})
+	ctx := context.Background()
+	k := idem.Key{Collection: "ops", ID: "op1"}
+	other := idem.Key{Collection: "ops", ID: "side"}
+	run(t, s, func(ctx context.Context, tx idem.Tx) error {
+		return tx.Create(ctx, k, note{Text: "first"})
+	})
+	_, v1, err := getIn(t, s, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("LiveRetried", func(t *testing.T) {
+		// The middleware's shape: the first attempt does not read the
+		// key; the retry reads it and stops.
+		attempts := 0
+		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			attempts++
+			if attempts > 1 {
+				_, err := tx.Get(ctx, k, nil)
+				return err
+			}
+			if err := tx.Put(ctx, other, note{Text: "side effect"}); err != nil {
+				return err
+			}
+			if err := tx.Create(ctx, k, note{Text: "second"}, idem.CreateAtCommit()); err != nil {
+				t.Errorf("Create with AtCommit over a live document returned %v at the call, want nil (checked at commit)", err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run = %v, want nil (the retry found the document)", err)
+		}
+		if attempts != 2 {
+			t.Fatalf("fn ran %d times, want 2: the live document must fail the first attempt", attempts)
+		}
+		n, v, err := getIn(t, s, k)
+		if err != nil || n.Text != "first" || v != v1 {
+			t.Fatalf("document after = %+v version %v (%v); want the first, unchanged at %v", n, v, err, v1)
+		}
+		if _, _, err := getIn(t, s, other); !errors.Is(err, idem.ErrNotFound) {
+			t.Fatalf("the failed attempt's Put = %v, want ErrNotFound: nothing of it may commit", err)
+		}
+	})
+
+	t.Run("LiveEveryAttempt", func(t *testing.T) {
+		attempts := 0
+		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			attempts++
+			return tx.Create(ctx, k, note{Text: "again"}, idem.CreateAtCommit())
+		})
+		if !errors.Is(err, idem.ErrConflict) || attempts != 3 {
+			t.Fatalf("Run = %v after %d attempts; want ErrConflict after 3", err, attempts)
+		}
+		if n, v, err := getIn(t, s, k); err != nil || n.Text != "first" || v != v1 {
+			t.Fatalf("document after = %+v version %v (%v); want the first, unchanged", n, v, err)
+		}
+	})
+
+	t.Run("AbsentCreated", func(t *testing.T) {
+		fresh := idem.Key{Collection: "ops", ID: "fresh"}
+		run(t, s, func(ctx context.Context, tx idem.Tx) error {
+			return tx.Create(ctx, fresh, note{Text: "new"}, idem.CreateAtCommit())
+		})
+		if n, _, err := getIn(t, s, fresh); err != nil || n.Text != "new" {
+			t.Fatalf("after Create = %+v, %v", n, err)
+		}
+	})
+
+	t.Run("ExpiredReplaced", func(t *testing.T) {
+		old := idem.Key{Collection: "ops", ID: "old"}
+		run(t, s, func(ctx context.Context, tx idem.Tx) error {
+			return tx.Create(ctx, old, note{Text: "old"}, idem.WithExpiry(clock.Now().Add(time.Second)))
+		})
+		_, vOld, err := getIn(t, s, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		attempts := 0
+		err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			attempts++
+			return tx.Create(ctx, old, note{Text: "new"}, idem.CreateAtCommit())
+		})
+		if err != nil || attempts != 1 {
+			t.Fatalf("Create over an expired document = %v after %d attempts, want nil after 1", err, attempts)
+		}
+		n, v, err := getIn(t, s, old)
+		if err != nil || n.Text != "new" || v == vOld {
+			t.Fatalf("after = %+v version %v (%v); want the new document at a new version", n, v, err)
+		}
+	})
+}
