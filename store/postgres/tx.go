@@ -128,11 +128,10 @@ func mapErr(err error) error {
 		switch pe.Code {
 		case "40001", "40P01", "23505":
 			return fmt.Errorf("%w: postgres: %w", idem.ErrConflict, err)
-		case "22012":
-			// Only createOrFail divides: a Create sent with the commit
-			// found a live document, so the transaction lost a race.
-			return fmt.Errorf("%w: postgres: a document was created concurrently: %w", idem.ErrConflict, err)
 		}
+		// createOrFail's division by zero (22012) is wrapped with
+		// ErrConflict by its own result callback: a statement of fn's
+		// that divides by zero is fn's error, not a lost race.
 	}
 	return fmt.Errorf("postgres: %w", err)
 }
@@ -272,7 +271,14 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 			scan: func(row pgx.Row) error {
 				var v *int64
 				var one int64
-				return row.Scan(&v, &one)
+				err := row.Scan(&v, &one)
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) && pe.Code == "22012" {
+					// The guard's division: the insert wrote no row, a
+					// live document is there. The attempt lost a race.
+					return fmt.Errorf("%w: a document was created concurrently: %w", idem.ErrConflict, err)
+				}
+				return err
 			}})
 		return nil
 	}
