@@ -1,18 +1,28 @@
 // Package postgres is an [idem.Store] on PostgreSQL (pgx v5), for teams that
 // already keep their data there: op records commit in the same transaction as
-// the change, and a handler reaches that transaction's [pgx.Tx] with As.
+// the change, and a handler reaches that transaction with As.
 //
 //	s, err := postgres.New(pool, nil)
 //	if err != nil { ... }
 //	if err := s.Migrate(ctx); err != nil { ... }
 //	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-//		var ptx pgx.Tx
-//		tx.As(&ptx) // the same transaction, for your own tables
-//		if _, err := ptx.Exec(ctx, "UPDATE accounts SET ..."); err != nil {
+//		var q postgres.Querier
+//		tx.As(&q) // the same transaction, for your own tables
+//		if _, err := q.Exec(ctx, "UPDATE accounts SET ..."); err != nil {
 //			return err
 //		}
 //		return tx.Create(ctx, idem.Key{Collection: "posts", ID: "p1"}, post)
 //	})
+//
+// As hands out two handles. A [Querier] (the DBTX interface sqlc generates:
+// pass it to your generated New) begins the transaction lazily: its first
+// statement goes out together with BEGIN, in one round trip. A pgx.Tx is
+// the full pgx interface, and As sends BEGIN first if nothing has yet.
+//
+// The Store is an [idem.Reader]: Read answers a replay with one SELECT
+// outside any transaction. A Create with [idem.CreateAtCommit] goes out with
+// the COMMIT and fails the attempt with idem.ErrConflict if a live document
+// is there by then.
 //
 // Documents live in one table, <prefix>idem_docs, with a jsonb document, a
 // version and an expires_at column and a primary key on (collection, id).

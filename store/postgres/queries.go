@@ -54,9 +54,10 @@ SET version = EXCLUDED.version, doc = EXCLUDED.doc, expires_at = EXCLUDED.expire
 WHERE d.expires_at IS NOT NULL AND d.expires_at <= $5
 RETURNING version`)
 	// 1/0 when the insert wrote no row: division_by_zero (22012) at run
-	// time; the divisor is a subquery, so the planner cannot fold it.
+	// time; the divisor is an aggregate over the CTE, so the planner
+	// cannot fold it. One output column: nothing reads the version.
 	q.createOrFail = `WITH w AS (` + q.create + `)
-SELECT (SELECT version FROM w), 1 / (SELECT count(*) FROM w)`
+SELECT 1 / count(*) FROM w`
 	q.put = r.Replace(`INSERT INTO {t} (collection, id, version, doc, expires_at)
 VALUES ($1, $2, {next}, $3, $4)
 ON CONFLICT (collection, id) DO UPDATE

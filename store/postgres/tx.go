@@ -269,9 +269,8 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		// ErrConflict) and the transaction with it.
 		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.ID, b, exp, seen},
 			scan: func(row pgx.Row) error {
-				var v *int64
 				var one int64
-				err := row.Scan(&v, &one)
+				err := row.Scan(&one)
 				var pe *pgconn.PgError
 				if errors.As(err, &pe) && pe.Code == "22012" {
 					// The guard's division: the insert wrote no row, a
