@@ -192,6 +192,16 @@ func TestQuerierPipelines(t *testing.T) {
 	if eager != 3 {
 		t.Errorf("pgx.Tx from As: %d round trips, want 3 ([BEGIN], [INSERT], [COMMIT])", eager)
 	}
+	// Read, which answers a replay, is one round trip.
+	for range 2 {
+		counter.reset()
+		if _, err := s.Read(ctx, idem.Key{Collection: "ops", ID: "exec-1"}, nil); err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+	}
+	if n := counter.count(); n != 1 {
+		t.Errorf("Read: %d round trips, want 1", n)
+	}
 	if n := transfersIn(t, b, "exec-1"); n != 1 {
 		t.Fatalf("the Querier's insert: %d rows after the commit, want 1", n)
 	}
