@@ -27,9 +27,16 @@ func Fingerprint(args json.RawMessage) (string, error) {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		trimmed = []byte("{}")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &obj); err != nil {
+	if trimmed[0] != '{' {
 		return "", errors.New("idem: arguments are not a JSON object")
+	}
+	// Only arguments that may hold op_id (spelled plainly or escaped) need
+	// decoding to drop it; the canonicalizer rejects malformed input.
+	var obj map[string]json.RawMessage
+	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
+		if err := json.Unmarshal(trimmed, &obj); err != nil {
+			return "", errors.New("idem: arguments are not a JSON object")
+		}
 	}
 	if _, ok := obj[OpIDArgument]; ok {
 		delete(obj, OpIDArgument)

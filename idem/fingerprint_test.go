@@ -95,3 +95,10 @@ func FuzzFingerprint(f *testing.F) {
 		}
 	})
 }
+
+// An op_id spelled with a JSON escape is still the op_id member.
+func TestFingerprintEscapedOpID(t *testing.T) {
+	if mustFP(t, `{"a":1,"op\u005fid":"x"}`) != mustFP(t, `{"a":1}`) {
+		t.Error(`an escaped "op_id" member was fingerprinted`)
+	}
+}

@@ -414,8 +414,7 @@ type flights struct {
 var errBusy = errors.New("idem: busy")
 
 func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), err error) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	var timeout <-chan time.Time // made on the first wait only
 	for {
 		f.mu.Lock()
 		done, running := f.m[k]
@@ -431,9 +430,14 @@ func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (relea
 			}, nil
 		}
 		f.mu.Unlock()
+		if timeout == nil {
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			timeout = timer.C
+		}
 		select {
 		case <-done:
-		case <-timer.C:
+		case <-timeout:
 			return nil, errBusy
 		case <-ctx.Done():
 			return nil, ctx.Err()
