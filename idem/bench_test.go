@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +21,10 @@ import (
 // (answered from the op record). The handler is called directly, without a
 // transport, so the figures are the middleware's own cost. Report ratios of
 // one run, not absolute times.
+// benchSeq makes op ids and document ids unique across every run of a
+// benchmark function, so a "first call" is never a replay.
+var benchSeq atomic.Int64
+
 func BenchmarkMiddleware(b *testing.B) {
 	stores := map[string]func(b *testing.B) idem.Store{
 		"memory": func(b *testing.B) idem.Store { return memory.New() },
@@ -36,10 +41,8 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			s := stores[name](b)
-			i := 0
 			write := func(ctx context.Context, tx idem.Tx, in Note) error {
-				i++
-				return tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprintf("%s-%d", name, i)}, in)
+				return tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprintf("%s-%d", name, benchSeq.Add(1))}, in)
 			}
 			h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 				return nil, Added{ID: "x"}, write(ctx, tx, in)
@@ -59,10 +62,8 @@ func BenchmarkMiddleware(b *testing.B) {
 			})
 			b.Run("wrapped-first", func(b *testing.B) {
 				b.ReportAllocs()
-				n := 0
 				for b.Loop() {
-					n++
-					res, _, err := h(ctx, req(fmt.Sprintf("first-%d", n)), in)
+					res, _, err := h(ctx, req(fmt.Sprintf("first-%d", benchSeq.Add(1))), in)
 					if err != nil || (res != nil && res.IsError) {
 						b.Fatal(err, res)
 					}
