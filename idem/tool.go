@@ -1,11 +1,14 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,7 +25,9 @@ import (
 //   - The input schema gains an optional op_id property (when the tool
 //     accepts op ids and In has none) and notes on the key properties.
 //
-// t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
+// AddTool also installs on srv, once, a receiving middleware that drops
+// from idemkit refusals the zero output the SDK fills in for tools with typed
+// output. t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
 // to be both read-only and destructive, if a key names no input property, or
 // if the schema cannot be inferred.
 func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) {
@@ -31,7 +36,30 @@ func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In
 	if err != nil {
 		panic(fmt.Sprintf("idem.AddTool: tool %q: %v", t.Name, err))
 	}
+	if _, installed := cleanedServers.LoadOrStore(weak.Make(srv), true); !installed {
+		srv.AddReceivingMiddleware(refusalCleanup)
+	}
 	mcp.AddTool(srv, tt, newToolHandler(c, s, h))
+}
+
+// cleanedServers holds the servers refusalCleanup is installed on.
+var cleanedServers sync.Map // weak.Pointer[mcp.Server] -> bool
+
+// refusalCleanup removes what the SDK adds to an idemkit refusal of a tool
+// with typed output: the zero output as structuredContent (and, for outputs
+// that are not objects, as a second text block), so a client that reads
+// structured content first does not take a refusal for an empty answer.
+func refusalCleanup(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+			if _, refused := r.Meta[MetaError]; refused {
+				r.StructuredContent = nil
+				r.Content = r.Content[:min(len(r.Content), 1)]
+			}
+		}
+		return res, err
+	}
 }
 
 // describe returns a copy of t with honest annotations, description and

@@ -111,3 +111,41 @@ func TestAddToolRefusesContradictions(t *testing.T) {
 		}()
 	}
 }
+
+// A refusal carries its code and words, not the SDK's zero output dressed as
+// structured content.
+func TestRefusalHasNoStructuredContent(t *testing.T) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	type out struct {
+		ID string `json:"id"`
+	}
+	for _, name := range []string{"a", "b"} { // two tools: the cleanup is installed once
+		idem.AddTool(srv, &mcp.Tool{Name: name}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, out, error) {
+			return nil, out{ID: "x"}, nil
+		}, idem.OpID())
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := srv.Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b", Arguments: map[string]any{"text": "x", "op_id": ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeInvalidOpID) {
+		t.Fatalf("not refused: %+v", res)
+	}
+	if res.StructuredContent != nil || len(res.Content) != 1 {
+		t.Errorf("refusal carries structured content %v and %d content blocks", res.StructuredContent, len(res.Content))
+	}
+	ok, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a", Arguments: map[string]any{"text": "x", "op_id": "good"}})
+	if err != nil || ok.IsError || mustJSON(ok.StructuredContent) != `{"id":"x"}` {
+		t.Errorf("a normal answer lost its structured content: %v %+v", err, ok)
+	}
+}
