@@ -106,3 +106,58 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 		t.Error("the panic was not logged")
 	}
 }
+
+// FuzzToolCall sends arbitrary arguments and _meta op ids through the
+// middleware: it never panics, refuses bad op ids with invalid_op_id and
+// writes nothing for them, never echoes an argument in a refusal, and a
+// repeat of an accepted call is replayed.
+func FuzzToolCall(f *testing.F) {
+	f.Add([]byte(`{"text":"a","op_id":"k1"}`), "")
+	f.Add([]byte(`{"text":"a"}`), "k2")
+	f.Add([]byte(`{"text":"a","op_id":"x"}`), "y")
+	f.Add([]byte(`{"text":"a","op_id":7}`), "")
+	f.Add([]byte(`{"text":"a","op_id":"has space"}`), "")
+	f.Add([]byte(`[1,2]`), "")
+	f.Fuzz(func(t *testing.T, args []byte, metaOpID string) {
+		ctx := context.Background()
+		s := memory.New()
+		runs := 0
+		h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+			runs++
+			return nil, Added{ID: "n"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "n"}, in)
+		}, idem.OpID())
+		var in Note
+		_ = json.Unmarshal(args, &in)
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: args}}
+		if metaOpID != "" {
+			req.Params.Meta = mcp.Meta{idem.MetaOpID: metaOpID}
+		}
+		res, _, err := h(ctx, req, in)
+		if err != nil {
+			return // a handler error, sent as the SDK sends it
+		}
+		if res != nil && res.IsError {
+			code, _ := res.Meta[idem.MetaError].(string)
+			if code == "" {
+				t.Fatalf("refusal without a code: %+v", res)
+			}
+			if runs != 0 {
+				t.Fatalf("refused call (%s) ran the handler", code)
+			}
+			text := fmt.Sprint(res.Content)
+			for _, s := range []string{string(args), metaOpID, in.Text} {
+				if len(s) >= 6 && strings.Contains(text, s) {
+					t.Fatalf("refusal %q echoes input %q", text, s)
+				}
+			}
+			return
+		}
+		if !idem.HasOpID(req) {
+			return
+		}
+		again, _, err := h(ctx, req, in)
+		if err != nil || again.Meta[idem.MetaReplayed] != true || runs != 1 {
+			t.Fatalf("repeat: err=%v replayed=%v runs=%d", err, again.Meta[idem.MetaReplayed], runs)
+		}
+	})
+}
