@@ -253,6 +253,10 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 		return fmt.Errorf("sqlite: beginning transaction: %w", err)
 	}
 	t := &tx{s: s, conn: conn}
+	if err := setRollbackHook(conn, func() { t.rolledBack.Store(true) }); err != nil {
+		rollback(conn)
+		return err
+	}
 	done := false
 	defer func() {
 		t.closed = true
@@ -261,6 +265,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 			// panic go on.
 			rollback(conn)
 		}
+		_ = setRollbackHook(conn, nil)
 	}()
 	fnErr := fn(ctx, t)
 	t.closed = true
@@ -269,15 +274,40 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 		rollback(conn)
 		return fnErr
 	}
+	if t.rolledBack.Load() {
+		// fn went on after SQLite ended the transaction: nothing of it
+		// is committed, and no COMMIT is sent.
+		return errRolledBack
+	}
 	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 		if isBusy(err) {
 			rollback(conn)
 			return fmt.Errorf("%w: database locked at commit: %w", idem.ErrConflict, err)
 		}
+		if t.rolledBack.Load() {
+			return fmt.Errorf("%w: %w", errRolledBack, err)
+		}
 		discard(conn)
 		return fmt.Errorf("%w: sqlite commit failed: %w", idem.ErrUnknownOutcome, err)
 	}
 	return nil
+}
+
+// setRollbackHook sets (or, with nil, clears) the function SQLite calls when
+// a transaction on conn rolls back, explicitly or by itself.
+func setRollbackHook(conn *sql.Conn, f func()) error {
+	return conn.Raw(func(dc any) error {
+		h, ok := dc.(sqlite.HookRegisterer)
+		if !ok {
+			return fmt.Errorf("sqlite: driver connection %T cannot report rollbacks", dc)
+		}
+		if f == nil {
+			h.RegisterRollbackHook(nil)
+		} else {
+			h.RegisterRollbackHook(f)
+		}
+		return nil
+	})
 }
 
 // rollback ends the transaction on conn; if it cannot, the connection is

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/sdk/idem"
@@ -18,7 +19,14 @@ type tx struct {
 	s      *Store
 	conn   *sql.Conn
 	closed bool
+	// rolledBack is set by SQLite's rollback hook: SQLite ended the
+	// transaction by itself (a statement was interrupted, or failed with
+	// an I/O or full-disk error). Later statements would run outside any
+	// transaction and be kept, so the tx refuses them, and the commit.
+	rolledBack atomic.Bool
 }
+
+var errRolledBack = errors.New("sqlite: SQLite rolled the transaction back (a statement was interrupted or failed); nothing in it was kept")
 
 var errClosed = errors.New("sqlite: transaction used after Run's fn returned")
 
@@ -52,6 +60,9 @@ func expiresAt(opts []idem.WriteOption) sql.NullInt64 {
 func (t *tx) check(k idem.Key) error {
 	if t.closed {
 		return errClosed
+	}
+	if t.rolledBack.Load() {
+		return errRolledBack
 	}
 	return k.Validate()
 }
