@@ -280,7 +280,7 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 		}
 		return refusal(e), zero, nil
 	case errors.Is(err, ErrUnknownOutcome):
-		return cl.unknown(ctx, err)
+		return cl.unknown(ctx, err, hooks)
 	case errors.Is(err, ErrConflict) && cl.opID != "":
 		return refusal(&Error{Code: CodeBusy, Message: "the operation lost too many races with concurrent writes and was not saved; retry later with the same op_id", OpID: cl.opID}), zero, nil
 	case errors.Is(err, ErrTooLarge):
@@ -290,13 +290,17 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 }
 
 // unknown handles a commit whose outcome is unknown: it looks the op record
-// up once, and answers unknown_outcome if that does not settle it.
-func (cl *call[In, Out]) unknown(ctx context.Context, cause error) (*mcp.CallToolResult, Out, error) {
+// up once, and answers unknown_outcome if that does not settle it. If the
+// record is there (and ours: the fingerprint matches), the commit landed and
+// hooks, the committing attempt's, run.
+func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterCommitList) (*mcp.CallToolResult, Out, error) {
 	var zero Out
 	if cl.opID != "" {
 		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
 		if err == nil && rec.Fingerprint == cl.fp {
 			if res, out, err := decodeStored[Out](rec); err == nil {
+				// The commit landed: its after-commit hooks are due.
+				hooks.run(context.WithoutCancel(ctx))
 				delete(res.Meta, MetaReplayed)
 				return res, out, nil
 			}
@@ -389,16 +393,23 @@ func refusalOf(err error) *mcp.CallToolResult {
 
 // runTx is Store.Run with AfterCommit hooks, returning the hooks of the
 // attempt that committed for the caller to run.
+//
+// On ErrUnknownOutcome it returns the hooks of the last attempt too: that
+// attempt's commit may have landed, and the caller runs them if a lookup
+// confirms it did.
 func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
 	var l *afterCommitList
 	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
 		l = &afterCommitList{}
 		return fn(context.WithValue(ctx, afterCommitKey{}, l), tx)
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case err == nil:
+		return l, nil
+	case errors.Is(err, ErrUnknownOutcome):
+		return l, err
 	}
-	return l, nil
+	return nil, err
 }
 
 // flights lets one call per op key run at a time through one wrapped

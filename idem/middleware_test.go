@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -160,4 +161,34 @@ func FuzzToolCall(f *testing.F) {
 			t.Fatalf("repeat: err=%v replayed=%v runs=%d", err, again.Meta[idem.MetaReplayed], runs)
 		}
 	})
+}
+
+// A handler may return a result of its own (to set _meta, say) without
+// content, beside a typed output: the SDK then adds the output as text, and
+// the replay must get the same.
+func TestReplayOfResultWithoutContent(t *testing.T) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	runs := 0
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+		runs++
+		return &mcp.CallToolResult{Meta: mcp.Meta{"x": 1}}, Added{ID: "n-1"}, tx.Put(ctx, idem.Key{Collection: "n", ID: "n-1"}, in)
+	}, idem.OpID())
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"text": "x", "op_id": "op-1"}
+	var answers []string
+	for range 2 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, mustJSON(res.Content)+mustJSON(res.StructuredContent))
+	}
+	if runs != 1 || answers[0] != answers[1] || !strings.Contains(answers[0], `"text":"{\"id\":\"n-1\"}"`) {
+		t.Errorf("runs=%d\n first: %s\nreplay: %s", runs, answers[0], answers[1])
+	}
 }

@@ -59,10 +59,20 @@ func LookupOp(ctx context.Context, s Store, scope, tool, opID string) (*OpRecord
 // decodeResult returns a fresh copy of the stored result.
 func (r *OpRecord) decodeResult() (*mcp.CallToolResult, error) {
 	res := &mcp.CallToolResult{}
-	if len(r.Result) > 0 && string(r.Result) != "null" {
-		if err := json.Unmarshal(r.Result, res); err != nil {
-			return nil, errors.New("idem: stored result cannot be decoded")
-		}
+	if len(r.Result) == 0 || string(r.Result) == "null" {
+		return res, nil
+	}
+	if err := json.Unmarshal(r.Result, res); err != nil {
+		return nil, errors.New("idem: stored result cannot be decoded")
+	}
+	// The SDK fills the text fallback of a typed output only into a nil
+	// Content, and decodes "content": null as an empty slice: give the
+	// replay the nil the handler returned, so it is filled the same way.
+	var probe struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(r.Result, &probe) == nil && (len(probe.Content) == 0 || string(probe.Content) == "null") {
+		res.Content = nil
 	}
 	return res, nil
 }

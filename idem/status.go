@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -22,8 +21,13 @@ type OperationQuery struct {
 type OperationStatus struct {
 	// Status is "committed" or "not_committed".
 	Status string `json:"status"`
-	// Result is the stored result, for committed operations.
-	Result json.RawMessage `json:"result,omitempty"`
+	// Result is the tool result the handler returned, for committed
+	// operations (null when it returned none and the answer was its typed
+	// output alone).
+	Result any `json:"result,omitempty"`
+	// Output is the handler's typed output: the structuredContent of the
+	// first answer.
+	Output any `json:"output,omitempty"`
 	// CommittedAt is when the operation committed.
 	CommittedAt *time.Time `json:"committed_at,omitempty"`
 }
@@ -64,10 +68,17 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 		case errors.Is(err, ErrNotFound):
 			return nil, OperationStatus{Status: StatusNotCommitted}, nil
 		case err != nil:
-			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "tool", q.Tool, "error", err.Error())
+			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
 			return refusal(NewError(CodeInternal, "the operation could not be looked up; retry")), zero, nil
 		}
 		at := rec.CommittedAt
-		return nil, OperationStatus{Status: StatusCommitted, Result: rec.Result, CommittedAt: &at}, nil
+		st := OperationStatus{Status: StatusCommitted, CommittedAt: &at}
+		if len(rec.Result) > 0 && string(rec.Result) != "null" {
+			st.Result = rec.Result
+		}
+		if len(rec.Output) > 0 && string(rec.Output) != "null" {
+			st.Output = rec.Output
+		}
+		return nil, st, nil
 	})
 }

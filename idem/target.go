@@ -26,7 +26,7 @@ type TargetQuery struct {
 // connection owns exactly one running record and the call is not queued or
 // replayed: a retry that arrives after its first attempt succeeded must
 // never stop or delete another record. Otherwise ResolveTarget refuses with
-// ambiguous_target, listing every candidate and its id (sorted by id) so the
+// ambiguous_target, listing every candidate and its id (sorted by id, each once) so the
 // caller can pick.
 func ResolveTarget(q TargetQuery) (string, error) {
 	if q.ID != "" {
@@ -37,6 +37,7 @@ func ResolveTarget(q TargetQuery) (string, error) {
 	}
 	all := append(slices.Clone(q.Owned), q.Others...)
 	slices.SortFunc(all, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
+	all = slices.CompactFunc(all, func(a, b Candidate) bool { return a.ID == b.ID })
 	msg := "name the record to act on: send its id"
 	switch {
 	case len(all) == 0:

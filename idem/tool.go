@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -81,34 +82,32 @@ func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if schema != nil {
-		for _, k := range c.keys {
-			p, ok := schema.Properties[k]
-			if !ok {
-				return nil, fmt.Errorf("key %q is not an input property", k)
-			}
-			p = p.CloneSchemas()
-			p.Description = strings.TrimSpace(p.Description + " Required. Record key: names the record this call writes; a repeat with the same value writes the same record.")
-			schema.Properties[k] = p
+	for _, k := range c.keys {
+		p, ok := schema.Properties[k]
+		if !ok {
+			return nil, fmt.Errorf("key %q is not an input property", k)
 		}
-		// Keys leave the schema's required list: the middleware refuses a
-		// missing key itself, with missing_key and a message that names the
-		// argument, where the SDK's validation would answer without a code.
-		schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
-			return slices.Contains(c.keys, r)
-		})
-		if c.opID {
-			if _, ok := schema.Properties[OpIDArgument]; !ok {
-				// No type or pattern: the middleware checks the op id and
-				// refuses with invalid_op_id, without echoing it as the
-				// SDK's schema validation would.
-				schema.Properties[OpIDArgument] = &jsonschema.Schema{
-					Description: "Optional string of 1..128 printable ASCII characters without spaces, " + opIDNote,
-				}
-			}
-		}
-		tt.InputSchema = schema
+		p = p.CloneSchemas()
+		p.Description = strings.TrimSpace(p.Description + " Required. Record key: names the record this call writes; a repeat with the same value writes the same record.")
+		schema.Properties[k] = p
 	}
+	// Keys leave the schema's required list: the middleware refuses a
+	// missing key itself, with missing_key and a message that names the
+	// argument, where the SDK's validation would answer without a code.
+	schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
+		return slices.Contains(c.keys, r)
+	})
+	if c.opID {
+		if _, ok := schema.Properties[OpIDArgument]; !ok {
+			// No type or pattern: the middleware checks the op id and
+			// refuses with invalid_op_id, without echoing it as the
+			// SDK's schema validation would.
+			schema.Properties[OpIDArgument] = &jsonschema.Schema{
+				Description: "Optional string of 1..128 printable ASCII characters without spaces, " + opIDNote,
+			}
+		}
+	}
+	tt.InputSchema = schema
 
 	var notes []string
 	if len(c.keys) > 0 {
@@ -126,8 +125,7 @@ func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
 const opIDNote = "for apps replaying queued requests: the app mints one per intended operation before the first attempt and resends it unchanged on every retry, and a repeat returns the first result. Leave it out unless your client minted it; never invent one."
 
 // inputSchema returns a copy of t's input schema, or the one inferred from
-// In, that describe may edit. It returns nil for schemas that are not
-// *jsonschema.Schema (they are left as the author wrote them).
+// In, that describe may edit.
 func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
 	switch s := t.InputSchema.(type) {
 	case nil:
@@ -150,7 +148,20 @@ func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
 		}
 		return cp, nil
 	}
-	return nil, nil
+	// Any other form the SDK accepts (json.RawMessage, a map) is read into a
+	// schema of our own, which leaves the caller's value alone.
+	b, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	var cp jsonschema.Schema
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if cp.Properties == nil {
+		cp.Properties = map[string]*jsonschema.Schema{}
+	}
+	return &cp, nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -148,4 +149,21 @@ func TestRefusalHasNoStructuredContent(t *testing.T) {
 	if err != nil || ok.IsError || mustJSON(ok.StructuredContent) != `{"id":"x"}` {
 		t.Errorf("a normal answer lost its structured content: %v %+v", err, ok)
 	}
+}
+
+// A schema given as raw JSON gets the same treatment as an inferred one.
+func TestAddToolRawSchema(t *testing.T) {
+	raw := json.RawMessage(`{"type":"object","properties":{"session_id":{"type":"string"}},"required":["session_id"],"additionalProperties":false}`)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "stop", InputSchema: raw}, memory.New(), noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	schema := mustJSON(listTools(t, srv)["stop"].InputSchema)
+	if !strings.Contains(schema, `"op_id"`) || !strings.Contains(schema, "Record key") || strings.Contains(schema, `"required"`) {
+		t.Errorf("raw schema not annotated: %s", schema)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a key naming no property of a raw schema did not panic")
+		}
+	}()
+	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(), noop[stopIn], idem.Keys("nope"))
 }

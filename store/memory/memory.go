@@ -301,8 +301,11 @@ func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, er
 }
 
 // Sweep deletes up to limit expired documents and returns how many it
-// deleted.
+// deleted. limit must be positive.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, errors.New("memory: Sweep limit must be positive")
+	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -624,23 +624,28 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		cs := f.connect(nil)
 		r1 := callTool(t, cs, "add_note", map[string]any{"text": "x", "op_id": "op-s"}, nil)
 		st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "op-s"}, nil)
-		var got idem.OperationStatus
+		var got struct {
+			Status      string     `json:"status"`
+			Output      noteOut    `json:"output"`
+			CommittedAt *time.Time `json:"committed_at"`
+		}
 		b, _ := json.Marshal(st.StructuredContent)
 		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusCommitted {
 			t.Fatalf("get_operation: %s", b)
 		}
-		var stored mcp.CallToolResult
-		if err := json.Unmarshal(got.Result, &stored); err != nil {
-			t.Fatalf("stored result: %v", err)
-		}
-		b2, _ := json.Marshal(f.opRecord("", "add_note", "op-s").Output)
-		if !strings.Contains(string(b2), noteID(t, r1)) {
-			t.Errorf("op record output %s lacks %s", b2, noteID(t, r1))
+		// The tool's own answer carries what the first call answered.
+		if got.Output.ID != noteID(t, r1) || got.CommittedAt == nil || !got.CommittedAt.Equal(f.clock.Now()) {
+			t.Errorf("get_operation answered %s; want output id %s committed at %s", b, noteID(t, r1), f.clock.Now())
 		}
 		st = callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "never-sent"}, nil)
 		b, _ = json.Marshal(st.StructuredContent)
 		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusNotCommitted {
 			t.Errorf("unknown op: %s", b)
+		}
+		// Another caller's scope never sees it (in-memory calls have scope "").
+		st = callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "scoped_note", "op_id": "op-s"}, nil)
+		if b, _ = json.Marshal(st.StructuredContent); !strings.Contains(string(b), idem.StatusNotCommitted) {
+			t.Errorf("another tool's op id answered %s", b)
 		}
 	})
 }
@@ -742,9 +747,13 @@ func runOutcomes(t *testing.T, h Harness) {
 			r := callTool(t, cs, "add_note", args, nil)
 			if committed {
 				// The lookup after the lost commit finds the op record: the
-				// first answer, as the handler made it.
+				// first answer, as the handler made it, and the commit's
+				// after-commit hooks run.
 				if r.IsError || replayed(r) || noteID(t, r) != "note-1" {
 					t.Fatalf("lost commit that landed: IsError=%v replayed=%v %s", r.IsError, replayed(r), resultText(r))
+				}
+				if got := f.hooks.Load(); got != 1 {
+					t.Errorf("after-commit hooks ran %d times after a commit that landed, want 1", got)
 				}
 			} else {
 				if errCode(r) != string(idem.CodeUnknownOutcome) || r.Meta[idem.MetaOpIDResult] != "op-unknown" {
@@ -753,8 +762,8 @@ func runOutcomes(t *testing.T, h Harness) {
 				if strings.Contains(resultText(r), secret) || strings.Contains(resultText(r), errLostCommit.Error()) {
 					t.Errorf("unknown_outcome leaks arguments or the store's error: %q", resultText(r))
 				}
-				if f.committedNotes() != 0 {
-					t.Fatal("a rolled-back commit left a note")
+				if f.committedNotes() != 0 || f.hooks.Load() != 0 {
+					t.Fatalf("a rolled-back commit left a note or ran hooks (%d)", f.hooks.Load())
 				}
 				// The caller checks with get_operation, then retries with
 				// the same op id: it runs once more and commits.
