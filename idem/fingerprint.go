@@ -7,6 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/gowebpki/jcs"
 )
@@ -20,6 +24,13 @@ const OpIDArgument = "op_id"
 // space or number spelling (1, 1.0, 1e0) have the same fingerprint; any
 // changed value changes it. JSON null and an empty input both mean "no
 // arguments" and equal {}.
+//
+// RFC 8785 writes numbers as IEEE doubles, so two numbers that differ only
+// past a double's precision (int64 ids above 2^53, long decimals) would share
+// a canonical form. Fingerprint adds the exact value of every such number to
+// the hash, so they do not share a fingerprint; for arguments without one
+// (any number of at most 15 significant digits) the fingerprint is the hash
+// of the RFC 8785 form alone.
 //
 // The error for malformed input never holds the input.
 func Fingerprint(args json.RawMessage) (string, error) {
@@ -50,6 +61,93 @@ func Fingerprint(args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", errors.New("idem: arguments cannot be canonicalized (RFC 8785)")
 	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	h := sha256.New()
+	h.Write(canon)
+	if longDigitRun(trimmed) {
+		exact, err := inexactNumbers(trimmed)
+		if err != nil {
+			return "", err
+		}
+		for _, line := range exact {
+			h.Write([]byte{0})
+			h.Write([]byte(line))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// longDigitRun reports whether b holds a run of digits and dots with at least
+// 16 digits: only a number with 16 or more significant digits can differ from
+// another one with the same double.
+func longDigitRun(b []byte) bool {
+	n := 0
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			n++
+			if n >= 16 {
+				return true
+			}
+		case c == '.':
+		default:
+			n = 0
+		}
+	}
+	return false
+}
+
+// inexactNumbers lists, sorted, "path=value" for every number in the JSON
+// object b whose exact value a double does not hold, with the value as an
+// exact fraction. Numbers whose exponent is too large to handle exactly are
+// left to RFC 8785.
+func inexactNumbers(b []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New("idem: arguments are not a JSON object")
+	}
+	var out []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(path+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(path+"/"+strconv.Itoa(i), e)
+			}
+		case json.Number:
+			if exact, ok := exactIfInexact(string(x)); ok {
+				out = append(out, path+"="+exact)
+			}
+		}
+	}
+	walk("", v)
+	sort.Strings(out)
+	return out, nil
+}
+
+// exactIfInexact returns the exact value of the JSON number s as a fraction
+// when the nearest double is not exactly s.
+func exactIfInexact(s string) (string, bool) {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+")); err != nil || e > 400 || e < -400 {
+			return "", false
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return "", false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return "", false
+	}
+	if d := new(big.Rat).SetFloat64(f); d != nil && d.Cmp(r) == 0 {
+		return "", false
+	}
+	return r.RatString(), true
 }

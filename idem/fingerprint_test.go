@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -60,8 +62,8 @@ func TestFingerprintRejectsNonObjects(t *testing.T) {
 	}
 }
 
-// FuzzFingerprint: any object, re-encoded with other member order, spacing
-// and number spelling, keeps its fingerprint; adding a member changes it.
+// FuzzFingerprint: any object, re-encoded with other member order and
+// spacing, keeps its fingerprint; adding a member changes it.
 func FuzzFingerprint(f *testing.F) {
 	for _, s := range []string{`{"a":1,"b":[true,null,"x"]}`, `{"op_id":"k","z":{"y":1.5e3}}`, `{"u":"\u00e9\ud83d\ude00"}`, `{}`} {
 		f.Add([]byte(s))
@@ -76,11 +78,12 @@ func FuzzFingerprint(f *testing.F) {
 		}
 		var v map[string]any
 		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber() // keep every number's exact value
 		if err := dec.Decode(&v); err != nil || v == nil {
 			return // valid for Fingerprint (null, empty) but not a map here
 		}
-		// Re-encode: encoding/json sorts keys and spells numbers its own way;
-		// MarshalIndent changes the spacing.
+		// Re-encode: encoding/json sorts keys; MarshalIndent changes the
+		// spacing.
 		re, err := json.MarshalIndent(v, "", "   ")
 		if err != nil {
 			return
@@ -100,5 +103,38 @@ func FuzzFingerprint(f *testing.F) {
 func TestFingerprintEscapedOpID(t *testing.T) {
 	if mustFP(t, `{"a":1,"op\u005fid":"x"}`) != mustFP(t, `{"a":1}`) {
 		t.Error(`an escaped "op_id" member was fingerprinted`)
+	}
+}
+
+// Numbers are compared by exact value: ones a double cannot tell apart
+// (int64 ids above 2^53, long decimals) still get different fingerprints,
+// and spellings of one exact value share one.
+func TestFingerprintExactNumbers(t *testing.T) {
+	differ := [][2]string{
+		{`{"id":9007199254740993}`, `{"id":9007199254740992}`},
+		{`{"id":1234567890123456789}`, `{"id":1234567890123456788}`},
+		{`{"x":[1,{"amount":0.12345678901234567}]}`, `{"x":[1,{"amount":0.12345678901234566}]}`},
+		{`{"id":9007199254740993}`, `{"id":"9007199254740993"}`},
+	}
+	for _, d := range differ {
+		if mustFP(t, d[0]) == mustFP(t, d[1]) {
+			t.Errorf("Fingerprint(%s) == Fingerprint(%s)", d[0], d[1])
+		}
+	}
+	same := [][]string{
+		{`{"id":9007199254740993}`, `{"id":9007199254740993.0}`, `{"id":90071992547409930e-1}`, `{ "id" : 9.007199254740993E15 }`},
+		{`{"a":{"n":12345678901234567891,"m":1},"b":2}`, `{"b":2,"a":{"m":1,"n":12345678901234567891}}`},
+	}
+	for _, group := range same {
+		for _, s := range group[1:] {
+			if mustFP(t, s) != mustFP(t, group[0]) {
+				t.Errorf("Fingerprint(%s) != Fingerprint(%s)", s, group[0])
+			}
+		}
+	}
+	// Without long numbers the fingerprint is the hash of the RFC 8785 form.
+	sum := sha256.Sum256([]byte(`{"a":0.5,"b":2,"c":[1e+21,"é"]}`))
+	if got := mustFP(t, `{"c":[1E21,"\u00e9"],"b":2.0,"a":5e-1}`); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("fingerprint %s is not the SHA-256 of the RFC 8785 form", got)
 	}
 }
