@@ -21,7 +21,9 @@ import (
 // marker is then released and posted again later. If the outcome cannot be
 // known (a timeout after the request was sent), return an error wrapping
 // idem.ErrUnknownOutcome or [ErrUnknown]: the marker then waits for
-// reconciliation instead of being posted again.
+// reconciliation instead of being posted again. A context error returned
+// after ctx ended (the lease ran out, or the caller went away) counts as
+// unknown too, since the request may have gone out.
 type PostFunc func(ctx context.Context, key string, payload json.RawMessage) (ref string, err error)
 
 // Once makes the effect named key happen at most once and returns its
@@ -164,6 +166,10 @@ func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markEx
 func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.lease)
 	ref, perr := callPost(pctx, post, c.k.ID, c.payload)
+	// A post that gave up because its context ended (the lease ran out, or
+	// the caller went away) may have sent its request already: as an HTTP
+	// client does, it returns the context's error either way.
+	cutShort := pctx.Err() != nil && (errors.Is(perr, context.DeadlineExceeded) || errors.Is(perr, context.Canceled))
 	cancel()
 	wctx := context.WithoutCancel(ctx)
 	switch {
@@ -172,7 +178,7 @@ func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
 			return "", err
 		}
 		return ref, nil
-	case errors.Is(perr, idem.ErrUnknownOutcome) || errors.Is(perr, ErrUnknown) || errors.Is(perr, errPanic):
+	case cutShort || errors.Is(perr, idem.ErrUnknownOutcome) || errors.Is(perr, ErrUnknown) || errors.Is(perr, errPanic):
 		err := fmt.Errorf("%w: %w", ErrUnknown, perr)
 		if uerr := c.markUnknown(wctx); uerr != nil {
 			return "", errors.Join(err, uerr)
