@@ -1,0 +1,40 @@
+// Package idem makes MCP tool handlers safe to call twice.
+//
+// A tool call whose response is lost after the server committed is sent
+// again: by a model, by an agent that reconnects, by an app that was offline.
+// Wrap the handler, and the write lands once:
+//
+//	store, _ := sqlite.Open("app.db", nil) // or memory.New(), postgres.New(pool, nil)
+//	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+//	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, store,
+//		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+//			id := newID() // server-made: a second run would add a second note
+//			return nil, Added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
+//		}, idem.OpID())
+//	idem.RegisterStatusTool(srv, store) // get_operation, for unknown outcomes
+//
+// Two kinds of callers, two kinds of keys:
+//
+//   - A model already has the id of the record it writes (a session id, a
+//     slug, a date). Name those arguments with [Keys] and write with
+//     Tx.Create (create-if-absent) or Tx.Put (replace-by-key): the repeat
+//     writes the same record.
+//   - An app mints an op id before its first attempt and resends it on
+//     retries ([OpID]; the op_id argument or _meta["io.idemkit/op_id"]). The
+//     op id and the handler's result are stored in the same transaction as
+//     its writes, for a TTL; a repeat gets the stored result with
+//     _meta["io.idemkit/replayed"] = true and runs nothing.
+//
+// [AddTool] keeps the tool's metadata honest (idempotentHint only where it
+// holds, descriptions that say which arguments are keys and that op_id is
+// not for models to invent). Refusals are tool results with a code in
+// _meta["io.idemkit/error"] ([Code]) and words that say what to do; they
+// never echo argument values.
+//
+// Everything is written through [Store] and [Tx], one small transactional
+// document contract implemented by store/memory, store/sqlite and
+// store/postgres and checked by store/storetest. [EventTime] keeps an
+// event's own timestamp; [ResolveTarget] refuses to guess which record a
+// close or delete without an id means; [AfterCommit] runs outbound effects
+// after a real commit only (see package sideeffect).
+package idem
