@@ -151,3 +151,12 @@ func Connect(ctx context.Context, srv *mcp.Server, wrap func(mcp.Transport) mcp.
 	}
 	return cs, nil
 }
+
+// Close closes the connection and forgets the calls it had marked for
+// dropping, so they do not use up the Dropper's budget.
+func (c *dropConn) Close() error {
+	c.d.mu.Lock()
+	delete(c.d.calls, c)
+	c.d.mu.Unlock()
+	return c.Connection.Close()
+}
