@@ -180,6 +180,18 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		}
 		return err
 	})
+	if skipRead && attempt == 1 && err != nil && (errors.Is(err, errRollback) || o.handler != nil) {
+		// The attempt that skipped the read failed in the handler, which
+		// may have met the writes of a duplicate that committed after the
+		// Read (a session already stopped). If that duplicate's op record
+		// is there now, answer from it, as the in-transaction read would
+		// have.
+		var rec OpRecord
+		if _, rerr := cl.s.(Reader).Read(ctx, cl.key, &rec); rerr == nil {
+			o = outcome[Out]{}
+			return cl.finish(ctx, &o, nil, cl.fromRecord(&rec, &o))
+		}
+	}
 	return cl.finish(ctx, &o, hooks, err)
 }
 
