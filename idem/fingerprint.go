@@ -3,11 +3,11 @@ package idem
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,10 +27,12 @@ const OpIDArgument = "op_id"
 //
 // RFC 8785 writes numbers as IEEE doubles, so two numbers that differ only
 // past a double's precision (int64 ids above 2^53, long decimals) would share
-// a canonical form. Fingerprint adds the exact value of every such number to
-// the hash, so they do not share a fingerprint; for arguments without one
-// (any number of at most 15 significant digits) the fingerprint is the hash
-// of the RFC 8785 form alone.
+// a canonical form. Fingerprint adds the exact value of every number whose
+// value the canonical form does not hold to the hash, so such numbers do not
+// share a fingerprint. Numbers are compared by value, whatever their
+// spelling; for arguments whose numbers the canonical form holds exactly
+// (every number with at most 15 significant digits, every float64 Go
+// marshaled) the fingerprint is the hash of the RFC 8785 form alone.
 //
 // The error for malformed input never holds the input.
 func Fingerprint(args json.RawMessage) (string, error) {
@@ -69,7 +71,10 @@ func Fingerprint(args json.RawMessage) (string, error) {
 			return "", err
 		}
 		for _, line := range exact {
-			h.Write([]byte{0})
+			// Length-prefixed, so no key can forge a line boundary.
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(line)))
+			h.Write(n[:])
 			h.Write([]byte(line))
 		}
 	}
@@ -96,10 +101,10 @@ func longDigitRun(b []byte) bool {
 	return false
 }
 
-// inexactNumbers lists, sorted, "path=value" for every number in the JSON
-// object b whose exact value a double does not hold, with the value as an
-// exact fraction. Numbers whose exponent is too large to handle exactly are
-// left to RFC 8785.
+// inexactNumbers lists, sorted, the exact values of the numbers in the JSON
+// object b that RFC 8785 would not write exactly, each as the JSON encoding
+// of [pointer, value] with the value in a normal form (sign, digits,
+// exponent). It takes time linear in the size of b.
 func inexactNumbers(b []byte) ([]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -107,21 +112,23 @@ func inexactNumbers(b []byte) ([]string, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, errors.New("idem: arguments are not a JSON object")
 	}
+	escape := strings.NewReplacer("~", "~0", "/", "~1")
 	var out []string
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				walk(path+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), e)
+				walk(path+"/"+escape.Replace(k), e)
 			}
 		case []any:
 			for i, e := range x {
 				walk(path+"/"+strconv.Itoa(i), e)
 			}
 		case json.Number:
-			if exact, ok := exactIfInexact(string(x)); ok {
-				out = append(out, path+"="+exact)
+			if exact, ok := lostByDouble(string(x)); ok {
+				line, _ := json.Marshal([2]string{path, exact})
+				out = append(out, string(line))
 			}
 		}
 	}
@@ -130,24 +137,56 @@ func inexactNumbers(b []byte) ([]string, error) {
 	return out, nil
 }
 
-// exactIfInexact returns the exact value of the JSON number s as a fraction
-// when the nearest double is not exactly s.
-func exactIfInexact(s string) (string, bool) {
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		if e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+")); err != nil || e > 400 || e < -400 {
-			return "", false
-		}
-	}
-	r, ok := new(big.Rat).SetString(s)
+// lostByDouble returns the normal form of the JSON number s when the
+// shortest decimal of its nearest double (what RFC 8785 writes) has another
+// value.
+func lostByDouble(s string) (string, bool) {
+	exact, ok := normalDecimal(s)
 	if !ok {
 		return "", false
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
+		return "", false // out of a double's range: RFC 8785 refuses it
+	}
+	written, ok := normalDecimal(strconv.FormatFloat(f, 'g', -1, 64))
+	if !ok || written == exact {
 		return "", false
 	}
-	if d := new(big.Rat).SetFloat64(f); d != nil && d.Cmp(r) == 0 {
-		return "", false
+	return exact, true
+}
+
+// normalDecimal writes the value of the decimal number s as
+// [-]digits"e"exponent, digits without leading or trailing zeros ("0" for
+// zero, whatever its sign), so that two spellings of one value give one
+// string. It reports false for malformed input or an exponent beyond int32.
+func normalDecimal(s string) (string, bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(strings.TrimPrefix(s[i+1:], "+"), 10, 32)
+		if err != nil {
+			return "", false
+		}
+		exp, s = int(e), s[:i]
 	}
-	return r.RatString(), true
+	intPart, frac, _ := strings.Cut(s, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	if trimmed == "" {
+		return "0", true
+	}
+	for _, c := range trimmed {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	return sign + trimmed + "e" + strconv.Itoa(exp), true
 }

@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/idemkit/sdk/idem"
 )
@@ -136,5 +139,53 @@ func TestFingerprintExactNumbers(t *testing.T) {
 	sum := sha256.Sum256([]byte(`{"a":0.5,"b":2,"c":[1e+21,"é"]}`))
 	if got := mustFP(t, `{"c":[1E21,"\u00e9"],"b":2.0,"a":5e-1}`); got != hex.EncodeToString(sum[:]) {
 		t.Errorf("fingerprint %s is not the SHA-256 of the RFC 8785 form", got)
+	}
+}
+
+// One value, any spelling, one fingerprint; keys cannot forge the extra
+// lines; float64 values Go marshaled hash as plain RFC 8785.
+func TestFingerprintNumbersByValue(t *testing.T) {
+	same := [][2]string{
+		{`{"x":0.1}`, `{"x":0.10000000000000000}`},
+		{`{"x":1e-16}`, `{"x":0.0000000000000001}`},
+		{`{"x":0.1,"s":"1234567890123456"}`, `{"x":0.1,"s":"123456789012345\u0036"}`},
+		{`{"id":9007199254740993}`, `{"id":9007199254740993` + strings.Repeat("0", 401) + `e-401}`},
+		{`{"z":-0.0000000000000000}`, `{"z":0}`},
+	}
+	for _, p := range same {
+		if mustFP(t, p[0]) != mustFP(t, p[1]) {
+			t.Errorf("one value, two fingerprints:\n  %.80s\n  %.80s", p[0], p[1])
+		}
+	}
+	a := `{"a":9007199254740993,"b":9007199254740993,"a=9007199254740993\u0000":{"b":9007199254740992}}`
+	b := `{"a":9007199254740992,"b":9007199254740992,"a=9007199254740993\u0000":{"b":9007199254740993}}`
+	if mustFP(t, a) == mustFP(t, b) {
+		t.Error("a key forged the exact-number lines")
+	}
+	type point struct{ Lat, Amount float64 }
+	raw, _ := json.Marshal(point{Lat: 37.77492912345678, Amount: 0.1 + 0.2})
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(canon)
+	if got := mustFP(t, string(raw)); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("Go-marshaled floats %s: fingerprint is not the plain RFC 8785 hash", raw)
+	}
+}
+
+// Hostile numbers cost time linear in their length. Measured by the
+// benchmark, not asserted as a time.
+func BenchmarkFingerprintLongNumbers(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		fraction := `{"x":0.1` + strings.Repeat("7", n) + `e-400}`
+		b.Run(fmt.Sprintf("fraction-%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(fraction)))
+			for b.Loop() {
+				if _, err := idem.Fingerprint(json.RawMessage(fraction)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
