@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +38,10 @@ func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In
 	if err != nil {
 		panic(fmt.Sprintf("idem.AddTool: tool %q: %v", t.Name, err))
 	}
-	if _, installed := cleanedServers.LoadOrStore(weak.Make(srv), true); !installed {
+	if w := weak.Make(srv); !storeOnce(w) {
+		// Forget the server when it is collected (servers made per
+		// request would otherwise pile up here).
+		runtime.AddCleanup(srv, func(w weak.Pointer[mcp.Server]) { cleanedServers.Delete(w) }, w)
 		srv.AddReceivingMiddleware(refusalCleanup)
 	}
 	mcp.AddTool(srv, tt, newToolHandler(c, s, h))
@@ -45,6 +49,12 @@ func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In
 
 // cleanedServers holds the servers refusalCleanup is installed on.
 var cleanedServers sync.Map // weak.Pointer[mcp.Server] -> bool
+
+// storeOnce records w and reports whether it was recorded before.
+func storeOnce(w weak.Pointer[mcp.Server]) bool {
+	_, loaded := cleanedServers.LoadOrStore(w, true)
+	return loaded
+}
 
 // refusalCleanup removes what the SDK adds to an idemkit refusal of a tool
 // with typed output: the zero output as structuredContent (and, for outputs
