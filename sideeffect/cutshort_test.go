@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,3 +66,33 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 		t.Errorf("refused post left the marker %s, want pending", m.State)
 	}
 }
+
+// A post that times out on its own deadline, inside the lease, as an HTTP
+// client with a Timeout does, is unknown too.
+func TestPostTimingOutOnItsOwnIsUnknown(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	for i, perr := range []error{
+		fmt.Errorf("POST: %w", context.DeadlineExceeded),
+		&url.Error{Op: "Post", URL: "http://127.0.0.1/x", Err: timeoutErr{}},
+	} {
+		key := fmt.Sprintf("post.t%d", i)
+		if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			return sideeffect.Intend(ctx, tx, key, "x")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := sideeffect.Once(ctx, s, key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+			return "", perr
+		})
+		if !errors.Is(err, sideeffect.ErrUnknown) {
+			t.Errorf("%v: Once = %v, want ErrUnknown", perr, err)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }

@@ -21,8 +21,9 @@ import (
 // marker is then released and posted again later. If the outcome cannot be
 // known (a timeout after the request was sent), return an error wrapping
 // idem.ErrUnknownOutcome or [ErrUnknown]: the marker then waits for
-// reconciliation instead of being posted again. A context error returned
-// after ctx ended (the lease ran out, or the caller went away) counts as
+// reconciliation instead of being posted again. A timeout (an error
+// wrapping context.DeadlineExceeded, or one whose Timeout method reports
+// true, as net/http's do) and a cancellation after ctx ended count as
 // unknown too, since the request may have gone out.
 type PostFunc func(ctx context.Context, key string, payload json.RawMessage) (ref string, err error)
 
@@ -166,10 +167,7 @@ func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markEx
 func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.lease)
 	ref, perr := callPost(pctx, post, c.k.ID, c.payload)
-	// A post that gave up because its context ended (the lease ran out, or
-	// the caller went away) may have sent its request already: as an HTTP
-	// client does, it returns the context's error either way.
-	cutShort := pctx.Err() != nil && (errors.Is(perr, context.DeadlineExceeded) || errors.Is(perr, context.Canceled))
+	cutShort := cutShort(pctx, perr)
 	cancel()
 	wctx := context.WithoutCancel(ctx)
 	switch {
@@ -191,6 +189,24 @@ func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
 		}
 		return "", err
 	}
+}
+
+// cutShort reports whether a post gave up before it heard back: a timeout
+// of its own (an HTTP client's, a net.Error's), or its context ending (the
+// lease ran out, or the caller went away). Such a post may have sent its
+// request already, so its outcome is unknown, not a failure.
+func cutShort(pctx context.Context, perr error) bool {
+	if perr == nil {
+		return false
+	}
+	if errors.Is(perr, context.DeadlineExceeded) {
+		return true
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(perr, &te) && te.Timeout() {
+		return true
+	}
+	return pctx.Err() != nil && errors.Is(perr, context.Canceled)
 }
 
 var errPanic = errors.New("sideeffect: post panicked")
