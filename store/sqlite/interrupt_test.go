@@ -108,3 +108,42 @@ func TestInterruptedHandlerLeavesNoOpRecord(t *testing.T) {
 		t.Error("the handler's write was kept")
 	}
 }
+
+// A statement fn sends through As after SQLite's own rollback is refused
+// too, not run in autocommit mode and kept.
+func TestNativeStatementAfterRollbackIsRefused(t *testing.T) {
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var after error
+	err = s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		interruptedStatement(ctx, t, tx)
+		var conn *sql.Conn
+		tx.As(&conn)
+		_, after = conn.ExecContext(ctx, `CREATE TABLE audit(x)`)
+		if after == nil {
+			_, after = conn.ExecContext(ctx, `INSERT INTO audit VALUES (1)`)
+		}
+		return nil
+	})
+	if err == nil || after == nil {
+		t.Fatalf("Run = %v, statement after the rollback = %v; want both refused", err, after)
+	}
+	// The connection works normally for the next Run.
+	k := idem.Key{Collection: "c", ID: "next"}
+	if err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		var conn *sql.Conn
+		tx.As(&conn)
+		if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS audit(x)`); err != nil {
+			return err
+		}
+		return tx.Put(ctx, k, 1)
+	}); err != nil {
+		t.Fatalf("next Run: %v", err)
+	}
+	if !exists(t, s, k) {
+		t.Error("next Run did not commit")
+	}
+}

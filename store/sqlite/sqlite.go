@@ -31,7 +31,10 @@
 //	_, err := conn.ExecContext(ctx, "INSERT INTO posts ...")
 //
 // Statements on conn commit or roll back with the Run. Use conn only inside
-// fn and never run BEGIN, COMMIT or ROLLBACK on it.
+// fn and never run BEGIN, COMMIT or ROLLBACK on it. If SQLite ends the
+// transaction by itself (a statement interrupted by its context, an I/O or
+// full-disk error), every later statement of the Run, on conn or through the
+// Tx, is refused, and Run returns an error: nothing of it is kept.
 package sqlite
 
 import (
@@ -253,7 +256,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 		return fmt.Errorf("sqlite: beginning transaction: %w", err)
 	}
 	t := &tx{s: s, conn: conn}
-	if err := setRollbackHook(conn, func() { t.rolledBack.Store(true) }); err != nil {
+	if err := t.guard(); err != nil {
 		rollback(conn)
 		return err
 	}
@@ -265,7 +268,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 			// panic go on.
 			rollback(conn)
 		}
-		_ = setRollbackHook(conn, nil)
+		t.unguard()
 	}()
 	fnErr := fn(ctx, t)
 	t.closed = true
@@ -293,18 +296,38 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 	return nil
 }
 
-// setRollbackHook sets (or, with nil, clears) the function SQLite calls when
-// a transaction on conn rolls back, explicitly or by itself.
-func setRollbackHook(conn *sql.Conn, f func()) error {
-	return conn.Raw(func(dc any) error {
+// guard watches for SQLite ending the transaction by itself (an interrupted
+// statement, an I/O or full-disk error): a rollback hook marks the tx, and an
+// authorizer then refuses to compile any further statement on the
+// connection, the store's and those fn sends through As alike, so none of
+// them runs in autocommit mode and is kept on its own. Statements that end
+// transactions stay allowed, for the store's own ROLLBACK.
+func (t *tx) guard() error {
+	return t.conn.Raw(func(dc any) error {
 		h, ok := dc.(sqlite.HookRegisterer)
-		if !ok {
+		a, ok2 := dc.(sqlite.AuthorizerRegisterer)
+		if !ok || !ok2 {
 			return fmt.Errorf("sqlite: driver connection %T cannot report rollbacks", dc)
 		}
-		if f == nil {
+		h.RegisterRollbackHook(func() { t.rolledBack.Store(true) })
+		return a.RegisterAuthorizer(func(action sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
+			if t.rolledBack.Load() && action != sqlite.AuthTransaction {
+				return sqlite.AuthorizerDeny
+			}
+			return sqlite.AuthorizerOK
+		})
+	})
+}
+
+// unguard removes what guard installed, before the connection goes back to
+// the pool.
+func (t *tx) unguard() {
+	_ = t.conn.Raw(func(dc any) error {
+		if h, ok := dc.(sqlite.HookRegisterer); ok {
 			h.RegisterRollbackHook(nil)
-		} else {
-			h.RegisterRollbackHook(f)
+		}
+		if a, ok := dc.(sqlite.AuthorizerRegisterer); ok {
+			return a.RegisterAuthorizer(nil)
 		}
 		return nil
 	})
