@@ -96,9 +96,9 @@ func lowerSprint[T any](a, b T) T {
 // Priority returns a rule that keeps the higher-ranked of two values: order
 // lists the values from highest to lowest rank, so Priority("done",
 // "abandoned") makes done beat any other outcome. A value missing from order
-// ranks below every listed one; between two different unlisted values the
-// one whose Go syntax (%#v) sorts first wins. A value listed twice takes its
-// first rank.
+// ranks below every listed one; between two values of one rank (two
+// unlisted ones, or -0 and +0) the one whose JSON encoding sorts first wins,
+// as with [Lowest]. A value listed twice takes its first rank.
 func Priority[V comparable](order ...V) Rule[V] {
 	rank := make(map[V]int, len(order))
 	for i, v := range order {
@@ -113,10 +113,8 @@ func Priority[V comparable](order ...V) Rule[V] {
 			return a
 		case rb > ra:
 			return b
-		case a == b:
-			return a
 		}
-		return lowerSprint(a, b)
+		return tie(a, b)
 	}
 }
 
@@ -124,18 +122,20 @@ func Priority[V comparable](order ...V) Rule[V] {
 // first (bytewise). It is a deterministic pick between values that ought to
 // be equal, such as two copies of one attempt under the same op id. Values
 // that do not encode are compared by their Go syntax (%#v) instead.
-func Lowest[T any]() Rule[T] {
-	return func(a, b T) T {
-		ja, errA := json.Marshal(a)
-		jb, errB := json.Marshal(b)
-		if errA != nil || errB != nil {
-			return lowerSprint(a, b)
-		}
-		if bytes.Compare(ja, jb) <= 0 {
-			return a
-		}
-		return b
+func Lowest[T any]() Rule[T] { return tie[T] }
+
+// tie keeps whichever value's JSON encoding sorts first, or, for values that
+// do not encode, whichever Go syntax sorts first.
+func tie[T any](a, b T) T {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return lowerSprint(a, b)
 	}
+	if bytes.Compare(ja, jb) <= 0 {
+		return a
+	}
+	return b
 }
 
 // Union returns a rule over sets of attempts keyed by id (an op id, say):
