@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,25 +259,45 @@ func testMergeCreate(t *testing.T, h Harness) {
 }
 
 // testMergeConcurrent: 16 devices stop one session at once, each in its own
-// transaction; every stop must be on the session afterwards.
+// transaction; every stop must be on the session afterwards. Each first
+// attempt waits after its read until all 16 have read (or briefly, on stores
+// that run one transaction at a time), so the transactions really overlap
+// and the conditional write and the retry are what keep every stop.
 func testMergeConcurrent(t *testing.T, h Harness) {
 	const n = 16
 	m := newMergeStore(t, h, true)
-	var wg sync.WaitGroup
+	var attempts, reached atomic.Int64
+	allRead := make(chan struct{})
 	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			op := fmt.Sprintf("op-%02d", i)
-			_, errs[i] = m.apply(mergeRequest(op, mergeStop{At: mergeAt(14, 10+i), Outcome: "done", Summary: op}))
-		}()
-	}
-	wg.Wait()
+	start(n, func(i int) {
+		op := fmt.Sprintf("op-%02d", i)
+		in := mergeRequest(op, mergeStop{At: mergeAt(14, 10+i), Outcome: "done", Summary: op})
+		first := true
+		errs[i] = m.s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
+			attempts.Add(1)
+			if first {
+				first = false
+				tx = readBarrier{Tx: tx, wait: func() {
+					if reached.Add(1) == n {
+						close(allRead)
+					}
+					select {
+					case <-allRead:
+					case <-time.After(20 * time.Millisecond):
+					}
+				}}
+			}
+			_, err := merge.Apply(ctx, tx, mergeKey, in, mergeStopRule, merge.Describe(mergeDescribe))
+			return err
+		})
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("Apply %d: %v", i, err)
 		}
+	}
+	if !h.Serialized && attempts.Load() <= n {
+		t.Errorf("%d attempts for %d overlapping merges: no transaction lost a race, so the test proved nothing", attempts.Load(), n)
 	}
 	raw, _ := m.raw()
 	var s mergeSession
@@ -296,4 +316,18 @@ func testMergeConcurrent(t *testing.T, h Harness) {
 	if s.End == nil || !s.End.Equal(mergeAt(14, 10)) || s.Summary != "op-00" || len(s.Notes) != n-1 {
 		t.Errorf("view after %d concurrent stops: end %v, summary %q, %d notes", n, s.End, s.Summary, len(s.Notes))
 	}
+}
+
+// readBarrier calls wait after the first Get of the transaction it wraps.
+type readBarrier struct {
+	idem.Tx
+	wait func()
+}
+
+func (r readBarrier) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	v, err := r.Tx.Get(ctx, k, dst)
+	if r.wait != nil {
+		r.wait()
+	}
+	return v, err
 }
