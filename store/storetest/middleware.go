@@ -253,6 +253,7 @@ type noReader struct{ idem.Store }
 func runMiddlewareSuite(t *testing.T, h Harness) {
 	runStaleRead(t, h)
 	runOutcomes(t, h)
+	runDifferentOpsOneRecord(t, h)
 	t.Run("SameOpIDTwice", func(t *testing.T) {
 		t.Parallel()
 		f := newMWFixture(t, h)
@@ -820,6 +821,68 @@ func runOutcomes(t *testing.T, h Harness) {
 		}
 		if r := callTool(t, cs, "slow", args, nil); !replayed(r) || runs.Load() != 1 {
 			t.Errorf("after the first finished: replayed=%v runs=%d", replayed(r), runs.Load())
+		}
+	})
+}
+
+// counter is one record that many operations change.
+type counter struct {
+	N   int      `json:"n"`
+	Ops []string `json:"ops"`
+}
+
+func runDifferentOpsOneRecord(t *testing.T, h Harness) {
+	t.Run("DifferentOpsOnOneRecordLoseNothing", func(t *testing.T) {
+		t.Parallel()
+		f := newMWFixture(t, h)
+		k := idem.Key{Collection: "counters", ID: "c"}
+		srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+		type bumpIn struct{}
+		idem.AddTool(srv, &mcp.Tool{Name: "bump"}, f.store,
+			func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in bumpIn) (*mcp.CallToolResult, counter, error) {
+				var c counter
+				v, err := tx.Get(ctx, k, &c)
+				if err != nil && !errors.Is(err, idem.ErrNotFound) {
+					return nil, counter{}, err
+				}
+				c.N++
+				c.Ops = append(c.Ops, req.Params.Meta[idem.MetaOpID].(string))
+				if v == 0 {
+					err = tx.Create(ctx, k, c)
+				} else {
+					err = tx.Update(ctx, k, v, c)
+				}
+				return nil, c, err
+			}, idem.OpID(), idem.Clock(f.clock.Now))
+		cs := connectTo(t, srv, nil)
+		const n = 16
+		call := func(i int) error {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bump", Arguments: map[string]any{},
+				Meta: mcp.Meta{idem.MetaOpID: fmt.Sprintf("bump-%02d", i)}})
+			if err == nil && res.IsError {
+				err = errors.New(resultText(res))
+			}
+			return err
+		}
+		errs := make([]error, n)
+		start(n, func(i int) { errs[i] = call(i) })
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("bump %d: %v", i, err)
+			}
+		}
+		for i := range n { // every repeat is a replay: the count stays
+			if err := call(i); err != nil {
+				t.Fatalf("repeat %d: %v", i, err)
+			}
+		}
+		var got counter
+		err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			_, err := tx.Get(ctx, k, &got)
+			return err
+		})
+		if err != nil || got.N != n || len(got.Ops) != n {
+			t.Errorf("counter after %d different operations and their repeats: %+v, %v", n, got, err)
 		}
 	})
 }
