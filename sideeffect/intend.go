@@ -35,8 +35,12 @@ func Intend(ctx context.Context, tx idem.Tx, key string, payload any, opts ...Op
 	if err != nil {
 		return fmt.Errorf("sideeffect: payload is not encodable as JSON: %w", err)
 	}
+	page, addToIndex, err := indexSlot(ctx, tx, key)
+	if err != nil {
+		return err
+	}
 	now := cfg.now()
-	d := doc{State: Pending, Payload: raw, Fingerprint: fingerprint(raw), CreatedAt: now, UpdatedAt: now}
+	d := doc{State: Pending, Payload: raw, Fingerprint: fingerprint(raw), IndexPage: page, CreatedAt: now, UpdatedAt: now}
 	err = tx.Create(ctx, k, d)
 	if errors.Is(err, idem.ErrExists) {
 		cur, _, err := load(ctx, tx, k)
@@ -51,5 +55,5 @@ func Intend(ctx context.Context, tx idem.Tx, key string, payload any, opts ...Op
 	if err != nil {
 		return fmt.Errorf("sideeffect: writing marker: %w", err)
 	}
-	return indexAdd(ctx, tx, key)
+	return addToIndex()
 }

@@ -73,8 +73,11 @@ type doc struct {
 	Ref         string          `json:"ref,omitempty"`
 	Attempts    int             `json:"attempts,omitempty"`
 	Failures    int             `json:"failures,omitempty"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
+	// IndexPage is the page of the open-marker index that holds the key
+	// while the marker is open (see index.go); 0 if none.
+	IndexPage int       `json:"ix_page,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // effective is the state a reader should act on: a claim whose lease has

@@ -267,13 +267,17 @@ func (c *claim) fenced(ctx context.Context, what string, change func(d *doc)) er
 		if d.Token != c.token || (d.State != Claimed && d.State != Unknown) {
 			return fmt.Errorf("%w (%s marker)", ErrFenced, what)
 		}
+		page := d.IndexPage
 		change(&d)
+		if d.State == Done {
+			d.IndexPage = 0
+		}
 		d.UpdatedAt = c.cfg.now()
 		if err := tx.Update(ctx, c.k, v, d); err != nil {
 			return fmt.Errorf("sideeffect: %s marker: %w", what, err)
 		}
 		if d.State == Done {
-			return indexRemove(ctx, tx, c.k.ID)
+			return indexRemove(ctx, tx, c.k.ID, page)
 		}
 		return nil
 	})
