@@ -277,7 +277,7 @@ func readOpen(ctx context.Context, s idem.Store, cfg config) ([]Marker, error) {
 				if err != nil {
 					return err
 				}
-				if m := d.marker(key, now); m.State != Done {
+				if m := d.marker(key, now, cfg.grace()); m.State != Done {
 					got = append(got, m)
 				}
 			}

@@ -42,7 +42,8 @@ type Marker struct {
 	// Key is the marker key given to Intend.
 	Key string
 	// State is the marker's state at the time of reading; a claim whose
-	// lease has expired reads as Unknown.
+	// lease has expired (a grace of a tenth of the reader's lease after
+	// LeaseUntil) reads as Unknown.
 	State State
 	// Payload is the JSON encoding of the payload given to Intend.
 	Payload json.RawMessage
@@ -81,18 +82,19 @@ type doc struct {
 }
 
 // effective is the state a reader should act on: a claim whose lease has
-// ended is Unknown, because its owner may or may not have posted.
-func (d *doc) effective(now time.Time) State {
-	if d.State == Claimed && !d.LeaseUntil.After(now) {
+// ended (grace after LeaseUntil) is Unknown, because its owner may or may not
+// have posted.
+func (d *doc) effective(now time.Time, grace time.Duration) State {
+	if d.State == Claimed && !d.LeaseUntil.Add(grace).After(now) {
 		return Unknown
 	}
 	return d.State
 }
 
-func (d *doc) marker(key string, now time.Time) Marker {
+func (d *doc) marker(key string, now time.Time, grace time.Duration) Marker {
 	return Marker{
 		Key:        key,
-		State:      d.effective(now),
+		State:      d.effective(now, grace),
 		Payload:    d.Payload,
 		Ref:        d.Ref,
 		Attempts:   d.Attempts,
@@ -155,7 +157,7 @@ func Get(ctx context.Context, s idem.Store, key string, opts ...Option) (Marker,
 		if err != nil {
 			return err
 		}
-		m = d.marker(key, cfg.now())
+		m = d.marker(key, cfg.now(), cfg.grace())
 		return nil
 	})
 	if err != nil {

@@ -43,7 +43,8 @@ type PostFunc func(ctx context.Context, key string, payload json.RawMessage) (re
 //   - Unknown, or claimed under an expired lease: Once returns an error
 //     wrapping [ErrUnknown] and posts nothing; [Recover] settles it.
 //
-// post runs under a context cancelled when the claim's lease ends. If the
+// post runs under a context cancelled a tenth of the lease before the
+// claim's stored lease ends (see [Lease]). If the
 // claim was taken over meanwhile (its lease expired and Recover claimed the
 // marker), recording the outcome fails with an error wrapping [ErrFenced]
 // and changes nothing. A panic in post is returned as an error and leaves
@@ -67,14 +68,14 @@ func once(ctx context.Context, s idem.Store, k idem.Key, post PostFunc, cfg conf
 	deadline := time.Now().Add(cfg.wait)
 	delay := 2 * time.Millisecond
 	for {
-		c, seen, err := takeClaim(ctx, s, k, cfg, false, claimPending)
+		c, seen, now, err := takeClaim(ctx, s, k, cfg, false, claimPending)
 		if err != nil {
 			return "", err
 		}
 		if c != nil {
 			return c.post(ctx, post)
 		}
-		switch seen.effective(cfg.now()) {
+		switch seen.effective(now, cfg.grace()) {
 		case Done:
 			return seen.Ref, nil
 		case Unknown:
@@ -103,7 +104,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // claimPending lets a claim take only a Pending marker.
-func claimPending(d *doc, now time.Time) bool { return d.State == Pending }
+func claimPending(d *doc, now time.Time, grace time.Duration) bool { return d.State == Pending }
 
 // A claim is ownership of one marker, proven by its token.
 type claim struct {
@@ -111,20 +112,24 @@ type claim struct {
 	k       idem.Key
 	token   string
 	payload json.RawMessage
-	cfg     config
+	// leaseUntil is the LeaseUntil stored with the claim.
+	leaseUntil time.Time
+	cfg        config
 }
 
 // takeClaim takes the marker at k if may allows it, in one transaction: the
 // marker is read and then rewritten conditionally on the version read, so of
 // concurrent claimers exactly one wins. It returns the claim, or nil and the
-// marker as it was seen. With markExpired, a marker it does not claim that is
-// Claimed under an expired lease is recorded Unknown in the same
+// marker as it was seen, and the time on cfg's clock at which it read the
+// marker (the claim's own time). With markExpired, a marker it does not claim
+// that is Claimed under an expired lease is recorded Unknown in the same
 // transaction.
-func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markExpired bool, may func(d *doc, now time.Time) bool) (*claim, doc, error) {
+func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markExpired bool, may func(d *doc, now time.Time, grace time.Duration) bool) (*claim, doc, time.Time, error) {
 	token := newToken()
 	var (
 		c    *claim
 		seen doc
+		now  time.Time
 	)
 	err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		c = nil
@@ -133,9 +138,9 @@ func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markEx
 			return err
 		}
 		seen = d
-		now := cfg.now()
-		if !may(&d, now) {
-			if markExpired && d.State == Claimed && d.effective(now) == Unknown {
+		now = cfg.now()
+		if !may(&d, now, cfg.grace()) {
+			if markExpired && d.State == Claimed && d.effective(now, cfg.grace()) == Unknown {
 				d.State = Unknown
 				d.UpdatedAt = now
 				if err := tx.Update(ctx, k, v, d); err != nil {
@@ -153,23 +158,36 @@ func takeClaim(ctx context.Context, s idem.Store, k idem.Key, cfg config, markEx
 		if err := tx.Update(ctx, k, v, d); err != nil {
 			return fmt.Errorf("sideeffect: claiming marker: %w", err)
 		}
-		c = &claim{s: s, k: k, token: token, payload: d.Payload, cfg: cfg}
+		c = &claim{s: s, k: k, token: token, payload: d.Payload, leaseUntil: d.LeaseUntil, cfg: cfg}
 		return nil
 	})
 	if err != nil {
-		return nil, doc{}, err
+		return nil, doc{}, time.Time{}, err
 	}
-	return c, seen, nil
+	return c, seen, now, nil
 }
+
+var errLeaseUsed = errors.New("sideeffect: the claim's lease ran out before the post could start; marker released, nothing posted")
 
 // post calls post for the claim and records the outcome: done, released or
 // unknown. The outcome is recorded even if ctx was cancelled meanwhile.
+//
+// The post's deadline is tied to the stored lease, on the same clock: it
+// ends margin before leaseUntil, however long the claim's commit took. A
+// claim with no time left is released without posting.
 func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
-	pctx, cancel := context.WithTimeout(ctx, c.cfg.lease)
+	wctx := context.WithoutCancel(ctx)
+	left := c.leaseUntil.Add(-c.cfg.margin()).Sub(c.cfg.now())
+	if left <= 0 {
+		if err := c.fenced(wctx, "releasing", unclaim); err != nil {
+			return "", errors.Join(errLeaseUsed, err)
+		}
+		return "", errLeaseUsed
+	}
+	pctx, cancel := context.WithTimeout(ctx, left)
 	ref, perr := callPost(pctx, post, c.k.ID, c.payload)
 	cutShort := cutShort(pctx, perr)
 	cancel()
-	wctx := context.WithoutCancel(ctx)
 	switch {
 	case perr == nil:
 		if err := c.complete(wctx, ref); err != nil {
@@ -236,11 +254,16 @@ func (c *claim) complete(ctx context.Context, ref string) error {
 // the claim still owns it.
 func (c *claim) release(ctx context.Context) error {
 	return c.fenced(ctx, "releasing", func(d *doc) {
-		d.State = Pending
+		unclaim(d)
 		d.Failures++
-		d.Token = ""
-		d.LeaseUntil = time.Time{}
 	})
+}
+
+// unclaim returns a marker to Pending.
+func unclaim(d *doc) {
+	d.State = Pending
+	d.Token = ""
+	d.LeaseUntil = time.Time{}
 }
 
 // markUnknown records that the claim's outcome is unknown, only while the

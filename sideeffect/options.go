@@ -35,11 +35,17 @@ func Clock(now func() time.Time) Option {
 	}
 }
 
-// Lease sets how long a claim owns a marker (default [DefaultLease]). After
-// that, the claim counts as abandoned: nobody posts again until [Recover]
-// has reconciled it. Choose a lease longer than any post can take: Once
-// cancels the post's context when the lease ends (measured on the real
-// clock). A lease that is not positive is an error.
+// Lease sets how long a claim owns a marker (default [DefaultLease]): the
+// claim stores LeaseUntil, the claim's time on the [Clock] plus the lease.
+// The post runs under a context whose deadline is a tenth of the lease
+// before LeaseUntil (measured from the Clock when the post starts; a claim
+// with less time left than that is released without posting). A claim counts
+// as abandoned only a tenth of the lease after LeaseUntil (measured with the
+// reader's lease); then nobody posts again until [Recover] has reconciled
+// it. So an owner's post has ended at least a fifth of the lease before
+// anyone else may take over, which also absorbs clock skew between
+// processes. Choose a lease longer than any post can take. A lease that is
+// not positive is an error.
 func Lease(d time.Duration) Option {
 	return func(c *config) { c.lease = d }
 }
@@ -55,6 +61,12 @@ var (
 	errLease = errors.New("sideeffect: lease must be positive")
 	errWait  = errors.New("sideeffect: wait must not be negative")
 )
+
+// margin is how long before LeaseUntil the owner's post must end.
+func (c config) margin() time.Duration { return c.lease / 10 }
+
+// grace is how long after LeaseUntil a claim still counts as live.
+func (c config) grace() time.Duration { return c.lease / 10 }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{now: time.Now, lease: DefaultLease, wait: DefaultWait}

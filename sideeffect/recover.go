@@ -71,7 +71,8 @@ var (
 //   - Pending (intended, never posted, or released after a failed post):
 //     claimed and posted with post, as [Once] would.
 //   - Claimed under a live lease: left to its owner.
-//   - Unknown, or claimed under an expired lease: recorded Unknown, then
+//   - Unknown, or claimed under an expired lease (a tenth of the lease
+//     past LeaseUntil, see [Lease]): recorded Unknown, then
 //     reconcile is asked. Committed records done(ref) without posting;
 //     NotCommitted claims the marker (fencing out the old owner) and posts
 //     once; StillUnknown leaves it Unknown, to be asked again next run.
@@ -143,7 +144,7 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 	}
 	// Pending: claim and post, as Once does but without waiting. Claimed
 	// under an expired lease: record Unknown.
-	c, seen, err := takeClaim(ctx, s, k, cfg, true, claimPending)
+	c, seen, now, err := takeClaim(ctx, s, k, cfg, true, claimPending)
 	if errors.Is(err, ErrNoMarker) {
 		return listNone, nil
 	}
@@ -153,7 +154,7 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 	if c != nil {
 		return posted(c.post(ctx, post))
 	}
-	switch seen.effective(cfg.now()) {
+	switch seen.effective(now, cfg.grace()) {
 	case Done:
 		return listNone, nil
 	case Claimed:
@@ -162,7 +163,7 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 
 	// Unknown: the claim under seen.Token ended without an outcome.
 	stale := &claim{s: s, k: k, token: seen.Token, payload: seen.Payload, cfg: cfg}
-	m := seen.marker(key, cfg.now())
+	m := seen.marker(key, now, cfg.grace())
 	outcome, ref, err := reconcile(ctx, m)
 	if err != nil {
 		return listFailed, fmt.Errorf("sideeffect: reconcile: %w", err)
@@ -180,8 +181,8 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 		}
 		return listReconciled, nil
 	case NotCommitted:
-		c, _, err := takeClaim(ctx, s, k, cfg, false, func(d *doc, now time.Time) bool {
-			return d.Token == seen.Token && d.effective(now) == Unknown
+		c, _, _, err := takeClaim(ctx, s, k, cfg, false, func(d *doc, now time.Time, grace time.Duration) bool {
+			return d.Token == seen.Token && d.effective(now, grace) == Unknown
 		})
 		if err != nil {
 			return listFailed, err

@@ -21,6 +21,10 @@ import (
 // moved past it to make a claim abandoned.
 const seLease = time.Minute
 
+// sePastLease moves the clock from a claim to past its lease and the grace
+// after it (a tenth of the lease), so the claim counts as abandoned.
+const sePastLease = seLease + seLease/10 + time.Second
+
 var seEpoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // runSideEffect checks the markers of package sideeffect on the store: one
@@ -258,7 +262,7 @@ func seRecoverAbandoned(t *testing.T, h Harness) {
 			t.Fatalf("Recover within the lease = %+v, %v; want the key busy", r, err)
 		}
 
-		clk.Advance(seLease + time.Second)
+		clk.Advance(sePastLease)
 		if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrUnknown) {
 			t.Fatalf("Once on an expired claim: err %v, want ErrUnknown", err)
 		}
@@ -343,7 +347,7 @@ func seRecoverTakeover(t *testing.T, h Harness) {
 	const key = "takeover"
 	seIntend(t, s, clk, key, "payload")
 	seAbandon(t, s, clk, key)
-	clk.Advance(seLease + time.Second)
+	clk.Advance(sePastLease)
 
 	var p sePoster
 	var inner sideeffect.Report
@@ -380,7 +384,7 @@ func seRecoverStaleVerdict(t *testing.T, h Harness) {
 	const key = "stale-verdict"
 	seIntend(t, s, clk, key, "payload")
 	seAbandon(t, s, clk, key)
-	clk.Advance(seLease + time.Second)
+	clk.Advance(sePastLease)
 
 	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		return sideeffect.NotCommitted, "", nil
@@ -395,7 +399,7 @@ func seRecoverStaleVerdict(t *testing.T, h Harness) {
 			}, notCommitted, seOpts(clk)...)
 		}()
 		<-done
-		clk.Advance(seLease + time.Second)
+		clk.Advance(sePastLease)
 		return sideeffect.NotCommitted, "", nil
 	}
 	var p sePoster
@@ -447,7 +451,7 @@ func seFencing(t *testing.T, h Harness) {
 			}()
 			<-started
 
-			clk.Advance(seLease + time.Second)
+			clk.Advance(sePastLease)
 			postB := func(ctx context.Context, key string, payload json.RawMessage) (string, error) { return "ref-B", nil }
 			notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 				return sideeffect.NotCommitted, "", nil
