@@ -89,6 +89,11 @@ func (p *pageDoc) fits(key string) bool {
 }
 
 func indexErr(err error) error {
+	if errors.Is(err, idem.ErrExists) {
+		// A concurrent Intend created the head or page this transaction
+		// found absent: the store runs the transaction again.
+		return fmt.Errorf("sideeffect: writing marker index: %w", idem.ErrConflict)
+	}
 	return fmt.Errorf("sideeffect: writing marker index: %w", err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +42,12 @@ func runSideEffect(t *testing.T, h Harness) {
 	t.Run("Fencing", func(t *testing.T) { seFencing(t, h) })
 	t.Run("RolledBackWriteLeavesNoMarker", func(t *testing.T) { seRollback(t, h) })
 	t.Run("RepeatedWritePostsOnce", func(t *testing.T) { seRepeatedWrite(t, h) })
+	t.Run("RecoverPostsPending", func(t *testing.T) { seRecoverPending(t, h) })
+	t.Run("RecoverRacesOnce", func(t *testing.T) { seRecoverRacesOnce(t, h) })
+	t.Run("RecoverRepostFailureReleases", func(t *testing.T) { seRecoverRepostFails(t, h) })
+	t.Run("ConcurrentIntendDifferentKeys", func(t *testing.T) { seConcurrentIntend(t, h) })
+	t.Run("ManyMarkersAcrossPages", func(t *testing.T) { seManyMarkers(t, h) })
+	t.Run("IndexEntryRemovedOnce", func(t *testing.T) { seIndexRemovedOnce(t, h) })
 }
 
 // sePoster is a post function that counts its calls and answers "ref-<n>".
@@ -561,5 +568,245 @@ func seRepeatedWrite(t *testing.T, h Harness) {
 	}
 	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
 		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
+	}
+}
+
+// Recover claims and posts every pending marker once, and they leave the
+// index.
+func seRecoverPending(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	keys := []string{"pending.a", "pending.b", "pending.c"}
+	for _, k := range keys {
+		seIntend(t, s, clk, k, k)
+	}
+	var p sePoster
+	noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		t.Errorf("reconcile asked about a pending marker")
+		return sideeffect.StillUnknown, "", nil
+	}
+	r, err := sideeffect.Recover(context.Background(), s, p.post, noReconcile, seOpts(clk)...)
+	if err != nil || !slices.Equal(r.Posted, keys) {
+		t.Fatalf("Recover = %+v, %v; want %v posted", r, err, keys)
+	}
+	p.mu.Lock()
+	posted := slices.Sorted(slices.Values(p.keys))
+	p.mu.Unlock()
+	if !slices.Equal(posted, keys) {
+		t.Errorf("posted %v, want each of %v once", posted, keys)
+	}
+	for _, k := range keys {
+		if m := seGet(t, s, clk, k); m.State != sideeffect.Done || m.Attempts != 1 {
+			t.Errorf("%s: state %s attempts %d, want done 1", k, m.State, m.Attempts)
+		}
+	}
+	if got := seListKeys(t, s, clk, sideeffect.Pending); len(got) != 0 {
+		t.Errorf("List(pending) after Recover = %v, want none", got)
+	}
+	r, err = sideeffect.Recover(context.Background(), s, seNoPost(t), noReconcile, seOpts(clk)...)
+	if err != nil || len(r.Posted)+len(r.Busy)+len(r.Failed)+len(r.Unknown)+len(r.Reconciled) != 0 {
+		t.Errorf("second Recover = %+v, %v; want nothing to do", r, err)
+	}
+}
+
+// Recover and Once racing on one pending marker post it once; Once learns
+// the reference whichever of them posted.
+func seRecoverRacesOnce(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "race"
+	seIntend(t, s, clk, key, "payload")
+	var p sePoster
+	slow := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		time.Sleep(10 * time.Millisecond) // let the other find the claim
+		return p.post(ctx, key, payload)
+	}
+	noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		t.Errorf("reconcile asked about a marker that is not abandoned")
+		return sideeffect.StillUnknown, "", nil
+	}
+	start := make(chan struct{})
+	var (
+		wg     sync.WaitGroup
+		ref    string
+		onceEr error
+		r      sideeffect.Report
+		recErr error
+	)
+	wg.Go(func() {
+		<-start
+		ref, onceEr = sideeffect.Once(context.Background(), s, key, slow, seOpts(clk, sideeffect.Wait(30*time.Second))...)
+	})
+	wg.Go(func() {
+		<-start
+		r, recErr = sideeffect.Recover(context.Background(), s, slow, noReconcile, seOpts(clk)...)
+	})
+	close(start)
+	wg.Wait()
+	if got := p.calls.Load(); got != 1 {
+		t.Fatalf("Once and Recover posted %d times, want 1", got)
+	}
+	if onceEr != nil || ref != "ref-1" {
+		t.Errorf("Once = %q, %v; want ref-1", ref, onceEr)
+	}
+	if recErr != nil || len(r.Failed)+len(r.Unknown)+len(r.Reconciled) != 0 || len(r.Posted)+len(r.Busy) > 1 {
+		t.Errorf("Recover = %+v, %v; want the key posted, busy or already done", r, recErr)
+	}
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
+		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
+	}
+}
+
+// A re-post that Recover makes after reconcile said not committed, and that
+// fails, releases the marker to pending for the next run.
+func seRecoverRepostFails(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const key = "repost-fails"
+	seIntend(t, s, clk, key, "payload")
+	seAbandon(t, s, clk, key)
+	clk.Advance(sePastLease)
+	errDown := errors.New("target is down")
+	fail := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		return "", errDown
+	}
+	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotCommitted, "", nil
+	}
+	r, err := sideeffect.Recover(context.Background(), s, fail, notCommitted, seOpts(clk)...)
+	if !errors.Is(err, errDown) || !slices.Equal(r.Failed, []string{key}) || len(r.Posted) != 0 {
+		t.Fatalf("Recover = %+v, %v; want the key failed with the post's error", r, err)
+	}
+	m := seGet(t, s, clk, key)
+	if m.State != sideeffect.Pending || m.Attempts != 2 || m.Failures != 1 {
+		t.Fatalf("after the failed re-post: state %s attempts %d failures %d, want pending 2 1", m.State, m.Attempts, m.Failures)
+	}
+	if keys := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(keys, []string{key}) {
+		t.Errorf("List(pending) = %v, want [%s]", keys, key)
+	}
+	var p sePoster
+	r, err = sideeffect.Recover(context.Background(), s, p.post, notCommitted, seOpts(clk)...)
+	if err != nil || !slices.Equal(r.Posted, []string{key}) || p.calls.Load() != 1 {
+		t.Errorf("next Recover = %+v, %v, %d posts; want the key posted once", r, err, p.calls.Load())
+	}
+}
+
+// Intends of different keys from concurrent transactions are all indexed:
+// none is lost to another's index write.
+func seConcurrentIntend(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const writers, each = 8, 4
+	var want []string
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range writers {
+		keys := make([]string, each)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("concurrent-intend.%d.%d", w, i)
+		}
+		want = append(want, keys...)
+		wg.Go(func() {
+			<-start
+			for _, k := range keys {
+				err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+					return sideeffect.Intend(ctx, tx, k, k, seOpts(clk)...)
+				})
+				if err != nil {
+					t.Errorf("Intend: %v", err)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	slices.Sort(want)
+	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, want) {
+		t.Errorf("List(pending) has %d keys, want the %d intended:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+}
+
+// Enough markers to fill several index pages in every shard are listed,
+// and completing some of them (pages emptying out of order) leaves exactly
+// the others listed.
+func seManyMarkers(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	const n, perTx = 640, 64 // 16 shards, 16 KiB pages: about 33 keys of 490 bytes per page
+	pad := strings.Repeat("x", 480)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("many.%04d.%s", i, pad)
+	}
+	for batch := range slices.Chunk(keys, perTx) {
+		err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			for _, k := range batch {
+				if err := sideeffect.Intend(ctx, tx, k, "p", seOpts(clk)...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Intend: %v", err)
+		}
+	}
+	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, keys) {
+		t.Fatalf("List(pending) has %d keys, want the %d intended, in order", len(got), n)
+	}
+	var p sePoster
+	var left []string
+	for i, k := range keys {
+		if i%10 != 0 {
+			left = append(left, k)
+			continue
+		}
+		if _, err := sideeffect.Once(context.Background(), s, k, p.post, seOpts(clk)...); err != nil {
+			t.Fatalf("Once: %v", err)
+		}
+	}
+	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, left) {
+		t.Errorf("List(pending) after completing every tenth has %d keys, want %d", len(got), len(left))
+	}
+}
+
+// The index entry of a marker is removed when it is done, once: by Once or
+// by Recover with a committed verdict, without touching the entries of other
+// markers, and repeating Once or Intend does not put it back.
+func seIndexRemovedOnce(t *testing.T, h Harness) {
+	s, clk := seNew(t, h)
+	keys := []string{"removed.a", "removed.b", "removed.c"}
+	for _, k := range keys {
+		seIntend(t, s, clk, k, k)
+	}
+	var p sePoster
+	for range 2 {
+		if ref, err := sideeffect.Once(context.Background(), s, keys[0], p.post, seOpts(clk)...); err != nil || ref != "ref-1" {
+			t.Fatalf("Once = %q, %v; want ref-1", ref, err)
+		}
+	}
+	seIntend(t, s, clk, keys[0], keys[0])
+	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, keys[1:]) {
+		t.Fatalf("List(pending) after Once = %v, want %v", got, keys[1:])
+	}
+
+	seAbandon(t, s, clk, keys[1])
+	clk.Advance(sePastLease)
+	committed := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		if m.Key != keys[1] {
+			t.Errorf("reconcile asked about %s", m.Key)
+		}
+		return sideeffect.Committed, "ref-reconciled", nil
+	}
+	r, err := sideeffect.Recover(context.Background(), s, p.post, committed, seOpts(clk)...)
+	if err != nil || !slices.Equal(r.Reconciled, keys[1:2]) || !slices.Equal(r.Posted, keys[2:]) {
+		t.Fatalf("Recover = %+v, %v; want %s reconciled and %s posted", r, err, keys[1], keys[2])
+	}
+	seIntend(t, s, clk, keys[1], keys[1])
+	for _, st := range []sideeffect.State{sideeffect.Pending, sideeffect.Claimed, sideeffect.Unknown} {
+		if got := seListKeys(t, s, clk, st); len(got) != 0 {
+			t.Errorf("List(%s) after all done = %v, want none", st, got)
+		}
+	}
+	if m := seGet(t, s, clk, keys[1]); m.State != sideeffect.Done || m.Ref != "ref-reconciled" {
+		t.Errorf("reconciled marker: state %s ref %q, want done ref-reconciled", m.State, m.Ref)
+	}
+	if got := p.calls.Load(); got != 2 {
+		t.Errorf("posted %d times, want 2 (the first and the third key)", got)
 	}
 }
