@@ -66,7 +66,7 @@ func shardOf(key string) int {
 }
 
 func headID(shard int) idem.Key {
-	return idem.Key{Collection: indexCollection, ID: fmt.Sprintf("open.%02d", shard)}
+	return idem.Key{Collection: indexCollection, ID: fmt.Sprintf("head.%02d", shard)}
 }
 
 func pageID(shard, page int) idem.Key {
@@ -89,9 +89,10 @@ func (p *pageDoc) fits(key string) bool {
 }
 
 func indexErr(err error) error {
-	if errors.Is(err, idem.ErrExists) {
+	if errors.Is(err, idem.ErrExists) || errors.Is(err, idem.ErrNotFound) {
 		// A concurrent Intend created the head or page this transaction
-		// found absent: the store runs the transaction again.
+		// found absent, or completions deleted the page it read: the store
+		// runs the transaction again.
 		return fmt.Errorf("sideeffect: writing marker index: %w", idem.ErrConflict)
 	}
 	return fmt.Errorf("sideeffect: writing marker index: %w", err)
@@ -124,6 +125,13 @@ func indexSlot(ctx context.Context, tx idem.Tx, key string) (int, func() error, 
 	pk := pageID(shard, h.Cur)
 	var p pageDoc
 	pv, err := tx.Get(ctx, pk, &p)
+	if errors.Is(err, idem.ErrNotFound) {
+		// The head named a page that is gone: between the two reads other
+		// Intends moved the head on and completions drained and deleted
+		// the page. The reads disagree; the store runs the transaction
+		// again.
+		return 0, nil, fmt.Errorf("sideeffect: marker index changed while read: %w", idem.ErrConflict)
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("sideeffect: reading marker index: %w", err)
 	}

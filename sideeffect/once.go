@@ -173,12 +173,18 @@ var errLeaseUsed = errors.New("sideeffect: the claim's lease ran out before the 
 // unknown. The outcome is recorded even if ctx was cancelled meanwhile.
 //
 // The post's deadline is tied to the stored lease, on the same clock: it
-// ends margin before leaseUntil, however long the claim's commit took. A
-// claim with no time left is released without posting.
+// ends margin before leaseUntil, however long the claim's commit took, and
+// never later than the lease from now. A claim with less than margin left
+// is released without posting.
 func (c *claim) post(ctx context.Context, post PostFunc) (string, error) {
 	wctx := context.WithoutCancel(ctx)
-	left := c.leaseUntil.Add(-c.cfg.margin()).Sub(c.cfg.now())
-	if left <= 0 {
+	// Bounded by the lease too: a clock without a monotonic reading (one
+	// made with UTC(), say) that steps back must not stretch the post past
+	// the takeover time other processes compute.
+	left := min(c.leaseUntil.Add(-c.cfg.margin()).Sub(c.cfg.now()), c.cfg.lease-c.cfg.margin())
+	if left < c.cfg.margin() {
+		// Too little time for a post to finish: one that started now
+		// would most likely be cut short and leave the marker unknown.
 		if err := c.fenced(wctx, "releasing", unclaim); err != nil {
 			return "", errors.Join(errLeaseUsed, err)
 		}

@@ -35,6 +35,10 @@ func Clock(now func() time.Time) Option {
 	}
 }
 
+// MinLease is the shortest lease accepted: a tenth of it is the margin
+// before and the grace after LeaseUntil.
+const MinLease = 10 * time.Millisecond
+
 // Lease sets how long a claim owns a marker (default [DefaultLease]): the
 // claim stores LeaseUntil, the claim's time on the [Clock] plus the lease.
 // The post runs under a context whose deadline is a tenth of the lease
@@ -44,8 +48,8 @@ func Clock(now func() time.Time) Option {
 // reader's lease); then nobody posts again until [Recover] has reconciled
 // it. So an owner's post has ended at least a fifth of the lease before
 // anyone else may take over, which also absorbs clock skew between
-// processes. Choose a lease longer than any post can take. A lease that is
-// not positive is an error.
+// processes. Choose a lease longer than any post can take. A lease shorter
+// than [MinLease] is an error.
 func Lease(d time.Duration) Option {
 	return func(c *config) { c.lease = d }
 }
@@ -58,7 +62,7 @@ func Wait(d time.Duration) Option {
 }
 
 var (
-	errLease = errors.New("sideeffect: lease must be positive")
+	errLease = errors.New("sideeffect: lease must be at least 10ms")
 	errWait  = errors.New("sideeffect: wait must not be negative")
 )
 
@@ -75,7 +79,7 @@ func newConfig(opts []Option) (config, error) {
 			o(&c)
 		}
 	}
-	if c.lease <= 0 {
+	if c.lease < MinLease {
 		return c, errLease
 	}
 	if c.wait < 0 {
