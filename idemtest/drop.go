@@ -8,6 +8,9 @@
 //	_, err := cs.CallTool(ctx, params) // the server commits; the response is lost
 //	cs, _ = idemtest.Connect(ctx, srv, nil) // reconnect, as a client would
 //	res, _ := cs.CallTool(ctx, params)      // must not write twice
+//
+// DropAndRetry does those steps in one call, SendTwice sends a call twice on
+// one connection, and SameAnswer compares two answers as a caller reads them.
 package idemtest
 
 import (

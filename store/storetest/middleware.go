@@ -212,13 +212,8 @@ func sameAnswer(t *testing.T, a, b *mcp.CallToolResult) {
 	if a.IsError || b.IsError {
 		t.Fatalf("error results: %q / %q", resultText(a), resultText(b))
 	}
-	if resultText(a) != resultText(b) {
-		t.Errorf("content differs:\n first: %s\nsecond: %s", resultText(a), resultText(b))
-	}
-	ja, _ := json.Marshal(a.StructuredContent)
-	jb, _ := json.Marshal(b.StructuredContent)
-	if string(ja) != string(jb) {
-		t.Errorf("structured content differs:\n first: %s\nsecond: %s", ja, jb)
+	if err := idemtest.SameAnswer(a, b); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -1,0 +1,75 @@
+package idemtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SendTwice sends the same call twice on cs, as a client that did not get
+// the first answer would, and returns both answers.
+func SendTwice(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (first, second *mcp.CallToolResult, err error) {
+	if first, err = cs.CallTool(ctx, params); err != nil {
+		return nil, nil, fmt.Errorf("first call: %w", err)
+	}
+	if second, err = cs.CallTool(ctx, params); err != nil {
+		return first, nil, fmt.Errorf("second call: %w", err)
+	}
+	return first, second, nil
+}
+
+// DropAndRetry sends params to srv over a connection that loses the answer
+// after the handler ran, then reconnects, as a client does, and sends it
+// again. It returns the retry's answer. An error means the first answer was
+// not lost (the tool failed before it answered, say) or the retry failed.
+func DropAndRetry(ctx context.Context, srv *mcp.Server, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	d := &Dropper{Tool: params.Name}
+	cs, err := Connect(ctx, srv, d.Wrap)
+	if err != nil {
+		return nil, err
+	}
+	_, callErr := cs.CallTool(ctx, params)
+	cs.Close()
+	if d.Dropped() != 1 {
+		return nil, fmt.Errorf("idemtest: the first answer was not dropped (call error: %v)", callErr)
+	}
+	cs, err = Connect(ctx, srv, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	return cs.CallTool(ctx, params)
+}
+
+// SameAnswer reports, as an error, how b differs from a in what a caller
+// reads: the error flag, the content and the structured content. _meta is
+// not compared (a replay carries io.idemkit/replayed).
+func SameAnswer(a, b *mcp.CallToolResult) error {
+	if a == nil || b == nil {
+		return errors.New("idemtest: nil result")
+	}
+	if a.IsError != b.IsError {
+		return fmt.Errorf("idemtest: isError %v, then %v", a.IsError, b.IsError)
+	}
+	for _, part := range []struct {
+		name string
+		x, y any
+	}{{"content", a.Content, b.Content}, {"structuredContent", a.StructuredContent, b.StructuredContent}} {
+		jx, err := json.Marshal(part.x)
+		if err != nil {
+			return fmt.Errorf("idemtest: %s: %w", part.name, err)
+		}
+		jy, err := json.Marshal(part.y)
+		if err != nil {
+			return fmt.Errorf("idemtest: %s: %w", part.name, err)
+		}
+		if !bytes.Equal(jx, jy) {
+			return fmt.Errorf("idemtest: %s differs:\n first: %s\nsecond: %s", part.name, jx, jy)
+		}
+	}
+	return nil
+}
