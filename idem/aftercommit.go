@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 )
 
@@ -24,8 +26,9 @@ type afterCommitList struct {
 // dropped. Hooks run in registration order, on the caller's goroutine, with a
 // context that is not cancelled when the request is.
 //
-// Use it for outbound effects that must follow the change (see package
-// sideeffect); ctx must be the context passed to a [HandlerFor] or to the fn
+// A panic in a hook is logged (with slog's default logger) and contained:
+// the other hooks still run. Use it for outbound effects that must follow
+// the change (see package sideeffect); ctx must be the context passed to a [HandlerFor] or to the fn
 // of [Run].
 func AfterCommit(ctx context.Context, f func(ctx context.Context)) error {
 	l, _ := ctx.Value(afterCommitKey{}).(*afterCommitList)
@@ -59,6 +62,17 @@ func (l *afterCommitList) run(ctx context.Context) {
 	l.fns = nil
 	l.mu.Unlock()
 	for _, f := range fns {
-		f(ctx)
+		runHook(ctx, f)
 	}
+}
+
+// runHook runs one hook, containing a panic: the commit has happened, and
+// a hook's failure must not take the server down or stop the other hooks.
+func runHook(ctx context.Context, f func(context.Context)) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.ErrorContext(ctx, "idem: after-commit hook panicked", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	f(ctx)
 }

@@ -104,8 +104,11 @@ func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
 	// Keys leave the schema's required list: the middleware refuses a
 	// missing key itself, with missing_key and a message that names the
 	// argument, where the SDK's validation would answer without a code.
+	// op_id leaves it too: it is optional whatever In says (an In with its
+	// own op_id field without omitempty would make it required, and a model
+	// would then invent one).
 	schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
-		return slices.Contains(c.keys, r)
+		return slices.Contains(c.keys, r) || (c.opID && r == OpIDArgument)
 	})
 	if c.opID {
 		if _, ok := schema.Properties[OpIDArgument]; !ok {

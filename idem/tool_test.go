@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -166,4 +168,33 @@ func TestAddToolRawSchema(t *testing.T) {
 		}
 	}()
 	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(), noop[stopIn], idem.Keys("nope"))
+}
+
+// An In with its own op_id field keeps op_id optional in the schema, and a
+// call without one is not refused.
+func TestOwnOpIDFieldStaysOptional(t *testing.T) {
+	type withOpID struct {
+		Text string `json:"text"`
+		OpID string `json:"op_id"`
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(), noop[withOpID], idem.OpID())
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal([]byte(mustJSON(listTools(t, srv)["add"].InputSchema)), &schema); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(schema.Required, "op_id") || !slices.Contains(schema.Required, "text") {
+		t.Errorf("required = %v, want text and not op_id", schema.Required)
+	}
+	cs, err := idemtest.Connect(context.Background(), srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"text": "x"}})
+	if err != nil || res.IsError {
+		t.Errorf("a call without op_id was refused: %v %+v", err, res)
+	}
 }

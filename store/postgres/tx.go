@@ -446,7 +446,7 @@ func (t *tx) commit(ctx context.Context) error {
 	var pe *pgconn.PgError
 	var pre pgx.ErrPreprocessingBatch
 	switch {
-	case errors.As(err, &pe) && pe.Severity != "FATAL" && pe.Severity != "PANIC":
+	case errors.As(err, &pe) && !fatal(pe):
 		// The server refused a statement or the COMMIT itself and is
 		// still talking to us: nothing committed.
 		t.rollback(ctx)
@@ -469,4 +469,15 @@ func (t *tx) rollback(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_, _ = t.conn.Exec(ctx, "rollback")
+}
+
+// fatal reports whether the server ended the session with pe: then COMMIT's
+// outcome is unknown. Severity is localised (lc_messages); the unlocalised
+// one, sent by PostgreSQL 9.6 and later, is read first.
+func fatal(pe *pgconn.PgError) bool {
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
 }
