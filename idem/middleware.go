@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -74,40 +75,40 @@ var errRollback = errors.New("idem: roll back")
 func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, error) {
 	var zero Out
 	if cl.req == nil || cl.req.Params == nil {
-		return refusal(NewError(CodeInternal, "no tool call request")), zero, nil
+		return refuse[Out](ctx, NewError(CodeInternal, "no tool call request"))
 	}
 	cl.tool = cl.req.Params.Name
 	args := parseArgs(cl.req.Params.Arguments)
 	if cl.c.opID {
 		id, err := opIDOf(args, cl.req.Params.Meta)
 		if err != nil {
-			return refusalOf(err), zero, nil
+			return refuse[Out](ctx, asError(err))
 		}
 		cl.opID = id
 	}
 	if err := checkKeys(args, cl.c.keys); err != nil {
-		return refusal(err), zero, nil
+		return refuse[Out](ctx, err)
 	}
 	cl.scope = cl.c.scope(ctx, cl.req)
 	if cl.c.requireScope && cl.scope == "" {
-		return refusal(NewError(CodeScopeRequired, "this tool needs an authenticated caller")), zero, nil
+		return refuse[Out](ctx, NewError(CodeScopeRequired, "this tool needs an authenticated caller"))
 	}
 	if cl.opID == "" {
 		return cl.runPlain(ctx)
 	}
 	inJSON, err := json.Marshal(cl.in)
 	if err != nil {
-		return cl.internal(ctx, "encoding arguments", err), zero, nil
+		return refuse[Out](ctx, cl.internal(ctx, "encoding arguments", err))
 	}
 	if cl.fp, err = Fingerprint(inJSON); err != nil {
-		return cl.internal(ctx, "fingerprinting arguments", err), zero, nil
+		return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
 	}
 	cl.key = OpKey(cl.scope, cl.tool, cl.opID)
 
 	release, err := cl.fl.acquire(ctx, cl.key, cl.c.busyAfter)
 	if err != nil {
 		if errors.Is(err, errBusy) {
-			return refusal(&Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}), zero, nil
+			return refuse[Out](ctx, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID})
 		}
 		return nil, zero, err
 	}
@@ -275,11 +276,11 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 		if errors.As(err, &p) {
 			cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: tool handler panicked; rolled back",
 				append(cl.attrs(), slog.Any("panic", p.value), slog.String("stack", string(p.stack)))...)
-			return refusal(NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry")), zero, nil
+			return refuse[Out](ctx, NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry"))
 		}
 		var e *Error
 		if errors.As(err, &e) {
-			return refusal(e), zero, nil
+			return refuse[Out](ctx, e)
 		}
 		return nil, zero, err
 	}
@@ -290,15 +291,17 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 			cl.event(ctx, cl.c.onKeyReused, nil)
 			cl.c.logger.LogAttrs(ctx, slog.LevelWarn, "idem: op id reused with other arguments", cl.attrs()...)
 		}
-		return refusal(e), zero, nil
+		return refuse[Out](ctx, e)
 	case errors.Is(err, ErrUnknownOutcome):
 		return cl.unknown(ctx, err, hooks)
+	case errors.Is(err, errStoredAnswer):
+		return refuse[Out](ctx, cl.internal(ctx, "this operation committed, but its stored answer cannot be given back; call get_operation for it, and do not send it again under a new op_id", err))
 	case errors.Is(err, ErrConflict) && cl.opID != "":
-		return refusal(&Error{Code: CodeBusy, Message: "the operation lost too many races with concurrent writes and was not saved; retry later with the same op_id", OpID: cl.opID}), zero, nil
+		return refuse[Out](ctx, &Error{Code: CodeBusy, Message: "the operation lost too many races with concurrent writes and was not saved; retry later with the same op_id", OpID: cl.opID})
 	case errors.Is(err, ErrTooLarge):
-		return cl.internal(ctx, "the result is too large to store; nothing was saved", err), zero, nil
+		return refuse[Out](ctx, cl.internal(ctx, "the result is too large to store; nothing was saved", err))
 	}
-	return cl.internal(ctx, "the change was not saved; it is safe to retry", err), zero, nil
+	return refuse[Out](ctx, cl.internal(ctx, "the change was not saved; it is safe to retry", err))
 }
 
 // unknown handles a commit whose outcome is unknown: it looks the op record
@@ -306,7 +309,6 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 // record is there (and ours: the fingerprint matches), the commit landed and
 // hooks, the committing attempt's, run.
 func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterCommitList) (*mcp.CallToolResult, Out, error) {
-	var zero Out
 	if cl.opID != "" {
 		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
 		if err == nil && rec.Fingerprint == cl.fp {
@@ -324,12 +326,12 @@ func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterC
 	if cl.opID != "" {
 		msg = "the server cannot tell whether the change was saved; call get_operation with this op_id before retrying"
 	}
-	return refusal(&Error{Code: CodeUnknownOutcome, Message: msg, OpID: cl.opID}), zero, nil
+	return refuse[Out](ctx, &Error{Code: CodeUnknownOutcome, Message: msg, OpID: cl.opID})
 }
 
-func (cl *call[In, Out]) internal(ctx context.Context, msg string, err error) *mcp.CallToolResult {
+func (cl *call[In, Out]) internal(ctx context.Context, msg string, err error) *Error {
 	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: "+msg, append(cl.attrs(), slog.String("error", err.Error()))...)
-	return refusal(NewError(CodeInternal, msg))
+	return NewError(CodeInternal, msg)
 }
 
 func (cl *call[In, Out]) attrs() []slog.Attr {
@@ -346,15 +348,24 @@ func (cl *call[In, Out]) event(ctx context.Context, f func(context.Context, Even
 	}
 }
 
+// errStoredAnswer: an op record whose answer cannot be given back. The
+// operation committed; only the replay fails.
+var errStoredAnswer = errors.New("idem: the stored answer cannot be decoded")
+
 func decodeStored[Out any](rec *OpRecord) (*mcp.CallToolResult, Out, error) {
 	var out Out
 	res, err := rec.decodeResult()
 	if err != nil {
-		return nil, out, err
+		return nil, out, fmt.Errorf("%w: %w", errStoredAnswer, err)
 	}
-	if len(rec.Output) > 0 {
-		if err := json.Unmarshal(rec.Output, &out); err != nil {
-			return nil, out, errors.New("idem: stored output cannot be decoded")
+	if len(rec.Output) > 0 && string(rec.Output) != "null" {
+		if rv := reflect.ValueOf(&out).Elem(); rv.Kind() == reflect.Interface && reflect.TypeFor[json.RawMessage]().Implements(rv.Type()) {
+			// An interface output (any) has no output schema: the SDK sent
+			// the handler's encoding as it was. Give it back byte for byte
+			// rather than as decoded maps and float64s.
+			rv.Set(reflect.ValueOf(json.RawMessage(rec.Output)))
+		} else if err := json.Unmarshal(rec.Output, &out); err != nil {
+			return nil, out, fmt.Errorf("%w: %w", errStoredAnswer, err)
 		}
 	}
 	if res.Meta == nil {
@@ -395,12 +406,29 @@ func refusal(e *Error) *mcp.CallToolResult {
 	}
 }
 
-func refusalOf(err error) *mcp.CallToolResult {
+func refusalOf(err error) *mcp.CallToolResult { return refusal(asError(err)) }
+
+// asError returns the *Error in err's chain, or an internal one.
+func asError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
-		return refusal(e)
+		return e
 	}
-	return refusal(NewError(CodeInternal, "the call was refused"))
+	return NewError(CodeInternal, "the call was refused")
+}
+
+// refuse answers e. Under AddTool's receiving middleware it returns e as
+// the handler's error: the SDK then builds an error result without running
+// its output handling (which would validate the zero output against the
+// tool's output schema, and could turn the refusal into a protocol error),
+// and the middleware turns it into the refusal result. Otherwise it returns
+// the refusal result itself.
+func refuse[Out any](ctx context.Context, e *Error) (*mcp.CallToolResult, Out, error) {
+	var zero Out
+	if ctx.Value(restorerKey{}) != nil {
+		return nil, zero, e
+	}
+	return refusal(e), zero, nil
 }
 
 // runTx is Store.Run with AfterCommit hooks, returning the hooks of the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -190,5 +191,102 @@ func TestReplayOfResultWithoutContent(t *testing.T) {
 	}
 	if runs != 1 || answers[0] != answers[1] || !strings.Contains(answers[0], `"text":"{\"id\":\"n-1\"}"`) {
 		t.Errorf("runs=%d\n first: %s\nreplay: %s", runs, answers[0], answers[1])
+	}
+}
+
+// An output of interface type (any) has no output schema, so the SDK sends
+// the handler's encoding as is; the replay must send the same bytes, not a
+// decoded map with float64 numbers and sorted keys.
+func TestReplayOfAnyOutputIsByteForByte(t *testing.T) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, json.RawMessage(`{"zeta":9007199254740993,"alpha":"x"}`), nil
+	}, idem.OpID())
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	first, second, err := idemtest.SendTwice(ctx, cs, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"text": "x", "op_id": "op-any"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idemtest.SameAnswer(first, second); err != nil || second.Meta[idem.MetaReplayed] != true {
+		t.Errorf("replayed=%v: %v", second.Meta[idem.MetaReplayed], err)
+	}
+}
+
+type shape interface{ Area() int }
+
+type square struct {
+	Side int `json:"side"`
+}
+
+func (s square) Area() int { return s.Side * s.Side }
+
+// An output that encodes but cannot be decoded again (an interface field)
+// committed: its replay says so, and never that nothing was saved.
+func TestUndecodableStoredOutputSaysCommitted(t *testing.T) {
+	ctx := context.Background()
+	type drawn struct {
+		Shape shape `json:"shape"`
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	runs := 0
+	idem.AddTool(srv, &mcp.Tool{Name: "draw"}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, drawn, error) {
+		runs++
+		return nil, drawn{Shape: square{Side: 2}}, nil
+	}, idem.OpID())
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, second, err := idemtest.SendTwice(ctx, cs, &mcp.CallToolParams{Name: "draw", Arguments: map[string]any{"text": "x", "op_id": "op-shape"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := mustJSON(second.Content)
+	if runs != 1 || !second.IsError || !strings.Contains(text, "committed") || strings.Contains(text, "not saved") {
+		t.Errorf("runs=%d replay %s", runs, text)
+	}
+}
+
+// A tool whose output schema its zero output does not meet still gets its
+// refusals as refusals, not as protocol errors.
+func TestRefusalWithStrictOutputSchema(t *testing.T) {
+	ctx := context.Background()
+	type post struct {
+		Kind string `json:"kind" jsonschema:"post or page"`
+	}
+	out, err := jsonschema.For[post](nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Properties["kind"].Enum = []any{"post", "page"}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "publish", OutputSchema: out}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, post, error) {
+		return nil, post{Kind: "post"}, nil
+	}, idem.OpID())
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "publish", Arguments: args})
+		if err != nil {
+			t.Fatalf("protocol error instead of a refusal: %v", err)
+		}
+		return res
+	}
+	if r := call(map[string]any{"text": "a", "op_id": ""}); r.Meta[idem.MetaError] != string(idem.CodeInvalidOpID) {
+		t.Errorf("invalid op id: %s", mustJSON(r))
+	}
+	call(map[string]any{"text": "a", "op_id": "op-p"})
+	if r := call(map[string]any{"text": "b", "op_id": "op-p"}); r.Meta[idem.MetaError] != string(idem.CodeKeyReused) || r.StructuredContent != nil {
+		t.Errorf("key reuse: %s", mustJSON(r))
 	}
 }

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -56,18 +57,39 @@ func storeOnce(w weak.Pointer[mcp.Server]) bool {
 	return loaded
 }
 
-// refusalCleanup removes what the SDK adds to an idemkit refusal of a tool
-// with typed output: the zero output as structuredContent (and, for outputs
-// that are not objects, as a second text block), so a client that reads
-// structured content first does not take a refusal for an empty answer.
+// restorerKey marks the context of a tool call that refusalCleanup wraps.
+type restorerKey struct{}
+
+// refusalCleanup is the receiving middleware AddTool installs. It marks the
+// context so the middleware answers refusals as errors (see refuse), turns
+// those back into refusal results after the SDK's output handling, and
+// removes from refusals returned as results what the SDK adds to them for
+// tools with typed output (the zero output as structuredContent and, for
+// outputs that are not objects, as a second text block), so a client that
+// reads structured content first does not take a refusal for an empty answer.
 func refusalCleanup(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
-			if _, refused := r.Meta[MetaError]; refused {
-				r.StructuredContent = nil
-				r.Content = r.Content[:min(len(r.Content), 1)]
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		res, err := next(context.WithValue(ctx, restorerKey{}, true), method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if !ok || r == nil || !r.IsError {
+			return res, err
+		}
+		var e *Error
+		if errors.As(r.GetError(), &e) {
+			ref := refusal(e)
+			for k, v := range r.Meta { // keep what the SDK put there (server info)
+				if _, ours := ref.Meta[k]; !ours {
+					ref.Meta[k] = v
+				}
 			}
+			return ref, err
+		}
+		if _, refused := r.Meta[MetaError]; refused {
+			r.StructuredContent = nil
+			r.Content = r.Content[:min(len(r.Content), 1)]
 		}
 		return res, err
 	}
