@@ -212,13 +212,13 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx ide
 	t := &tx{s: s, ctx: ctx, conn: c.Conn(), absent: make(map[idem.Key]time.Time)}
 	defer func() {
 		if r := recover(); r != nil {
-			t.closed = true
+			t.closed.Store(true)
 			t.rollback(ctx)
 			panic(r)
 		}
 	}()
 	err = fn(ctx, t)
-	t.closed = true
+	t.closed.Store(true)
 	if err != nil {
 		t.rollback(ctx)
 		return err

@@ -56,7 +56,7 @@ var _ Querier = querier{}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	t := q.t
-	if t.closed {
+	if t.closed.Load() {
 		return pgconn.CommandTag{}, errClosed
 	}
 	if len(args) == 0 {
@@ -93,7 +93,7 @@ func (r *row) Scan(dest ...any) error {
 		return errors.New("postgres: Row.Scan called twice")
 	}
 	r.scanned = true
-	if r.t.closed {
+	if r.t.closed.Load() {
 		return errClosed
 	}
 	noRows := false
@@ -119,7 +119,7 @@ func (r *row) Scan(dest ...any) error {
 // begun begins the transaction and sends the waiting writes, for the methods
 // that run on the pgx.Tx.
 func (q querier) begun(ctx context.Context) (pgx.Tx, error) {
-	if q.t.closed {
+	if q.t.closed.Load() {
 		return nil, errClosed
 	}
 	if err := q.t.send(ctx, nil); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,11 +25,11 @@ type tx struct {
 	ctx  context.Context // Run's context, for As, which has none
 	conn *pgx.Conn
 
-	ptx    pgx.Tx    // the native transaction; nil until BEGIN is sent
-	queue  []pending // writes not sent yet
-	failed error     // the first statement error; the transaction is aborted
-	closed bool      // fn has returned
-	native bool      // As handed out ptx
+	ptx    pgx.Tx      // the native transaction; nil until BEGIN is sent
+	queue  []pending   // writes not sent yet
+	failed error       // the first statement error; the transaction is aborted
+	closed atomic.Bool // fn has returned; read by handles fn may have kept
+	native bool        // As handed out ptx
 
 	// absent holds the keys a Get of this tx found not live, with the
 	// clock reading it judged expiry by, until this tx writes the key. A
@@ -51,7 +52,7 @@ type pending struct {
 var errClosed = errors.New("postgres: transaction used after Run returned")
 
 func (t *tx) check(k idem.Key) error {
-	if t.closed {
+	if t.closed.Load() {
 		return errClosed
 	}
 	return k.Validate()
@@ -379,7 +380,7 @@ func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
 // before As. As reports false for other targets, after fn returned, and if
 // the transaction could not begin.
 func (t *tx) As(target any) bool {
-	if t.closed {
+	if t.closed.Load() {
 		return false
 	}
 	switch p := target.(type) {
@@ -396,7 +397,7 @@ func (t *tx) As(target any) bool {
 		if err := t.send(t.ctx, nil); err != nil && t.ptx == nil {
 			return false
 		}
-		*p = t.ptx
+		*p = nativeTx{Tx: t.ptx, t: t}
 		t.native = true
 		return true
 	}

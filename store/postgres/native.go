@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// nativeTx is the pgx.Tx that As hands out. Once fn has returned, its
+// statements fail with an error instead of running on a connection that is
+// back in the pool, perhaps inside another caller's transaction. Conn and
+// LargeObjects reach the connection without this guard: do not keep them.
+type nativeTx struct {
+	pgx.Tx
+	t *tx
+}
+
+func (n nativeTx) err() error {
+	if n.t.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
+
+func (n nativeTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if err := n.err(); err != nil {
+		return nil, err
+	}
+	return n.Tx.Begin(ctx)
+}
+
+func (n nativeTx) Commit(ctx context.Context) error {
+	if err := n.err(); err != nil {
+		return err
+	}
+	return n.Tx.Commit(ctx)
+}
+
+func (n nativeTx) Rollback(ctx context.Context) error {
+	if err := n.err(); err != nil {
+		return err
+	}
+	return n.Tx.Rollback(ctx)
+}
+
+func (n nativeTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if err := n.err(); err != nil {
+		return 0, err
+	}
+	return n.Tx.CopyFrom(ctx, table, columns, src)
+}
+
+func (n nativeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := n.err(); err != nil {
+		return errBatch{err}
+	}
+	return n.Tx.SendBatch(ctx, b)
+}
+
+func (n nativeTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if err := n.err(); err != nil {
+		return nil, err
+	}
+	return n.Tx.Prepare(ctx, name, sql)
+}
+
+func (n nativeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := n.err(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return n.Tx.Exec(ctx, sql, args...)
+}
+
+func (n nativeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := n.err(); err != nil {
+		return errRows{err}, err
+	}
+	return n.Tx.Query(ctx, sql, args...)
+}
+
+func (n nativeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := n.err(); err != nil {
+		return errRows{err}
+	}
+	return n.Tx.QueryRow(ctx, sql, args...)
+}
