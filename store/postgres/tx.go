@@ -156,12 +156,9 @@ func retryable(err error) bool {
 }
 
 func (t *tx) encode(doc any) ([]byte, error) {
-	b, err := json.Marshal(doc)
+	b, err := idem.EncodeDocument(doc, t.s.maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: encoding document: %w", err)
-	}
-	if len(b) > t.s.maxBytes {
-		return nil, fmt.Errorf("%w: document is %d bytes, limit %d", idem.ErrTooLarge, len(b), t.s.maxBytes)
+		return nil, err
 	}
 	if holdsNUL(b) {
 		return nil, errors.New(`postgres: document holds a NUL character (\u0000), which jsonb cannot store`)
