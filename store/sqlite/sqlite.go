@@ -63,10 +63,10 @@ type Options struct {
 	// ones fail with idem.ErrTooLarge. Default 1 MiB.
 	MaxDocumentBytes int
 	// BusyTimeout is how long a Run waits for the database while another
-	// transaction holds it. If that transaction is this Store's, Run then
-	// fails; if it is another process's (or another Store's on the same
-	// file), Run counts the attempt as lost and tries again, up to
-	// MaxAttempts. Default 5 s.
+	// process (or another Store on the same file) holds it; then Run counts
+	// the attempt as lost and tries again, up to MaxAttempts. This Store's
+	// own Runs queue in order for as long as their context allows. Default
+	// 5 s.
 	BusyTimeout time.Duration
 	// MaxAttempts bounds how many times Run calls fn when fn returns an
 	// error wrapping idem.ErrConflict or the database stays busy. Default 16.
@@ -85,7 +85,15 @@ type Store struct {
 	// database, so that this process's transactions queue in Go instead of
 	// polling SQLite's lock.
 	writer chan struct{}
+	// done is closed by Close: Runs waiting for the writer token give up.
+	done chan struct{}
 }
+
+// inRun marks the context fn gets, so that a Run of the same Store called
+// from inside fn fails at once instead of waiting for itself.
+type inRun struct{ s *Store }
+
+var errClosedStore = errors.New("sqlite: store closed")
 
 const schema = `
 CREATE TABLE IF NOT EXISTS docs (
@@ -120,6 +128,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		busy:     5 * time.Second,
 		attempts: 16,
 		writer:   make(chan struct{}, 1),
+		done:     make(chan struct{}),
 	}
 	if opts != nil {
 		if opts.Now != nil {
@@ -141,9 +150,14 @@ func Open(path string, opts *Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.busy+5*time.Second)
 	defer cancel()
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: creating tables: %w", err)
+	// A file already set up needs only a read (no write lock), so a
+	// process can open it while another holds a long transaction.
+	var one int
+	if err := db.QueryRowContext(ctx, `SELECT one FROM docs_seq WHERE one = 1`).Scan(&one); err != nil {
+		if _, err := db.ExecContext(ctx, schema); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlite: creating tables: %w", err)
+		}
 	}
 	s.db = db
 	return s, nil
@@ -162,33 +176,37 @@ func dsn(path string, busy time.Duration) string {
 	return u + "?_pragma=busy_timeout(" + ms + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 }
 
-// Close closes the database. Runs still in progress fail; Close must not be
-// called from inside fn.
+// Close waits for the Run or Sweep in progress, if any, to finish, and
+// closes the database; Runs waiting to start, and later ones, fail. Close
+// must not be called from inside fn.
 func (s *Store) Close() error {
+	select {
+	case <-s.done:
+		return errClosedStore
+	case s.writer <- struct{}{}: // held for good: nothing runs after Close
+	}
+	close(s.done)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: closing database: %w", err)
 	}
 	return nil
 }
 
-// lock waits for this Store's writer token, at most the busy timeout.
+// lock waits for this Store's writer token: this process's transactions
+// queue here, in order, for as long as ctx allows (each holds the token for
+// one transaction only). A Run called from inside fn would wait for itself:
+// it fails at once.
 func (s *Store) lock(ctx context.Context) error {
-	select {
-	case s.writer <- struct{}{}:
-		return nil
-	default:
+	if ctx.Value(inRun{s}) != nil {
+		return errors.New("sqlite: Run called from inside fn of the same store (it would wait for itself)")
 	}
-	t := time.NewTimer(s.busy)
-	defer t.Stop()
 	select {
+	case <-s.done:
+		return errClosedStore
 	case s.writer <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
-		// Not retried: waiting again would not help a Run called from
-		// inside fn, which waits for itself.
-		return errors.New("sqlite: timed out waiting for another transaction of this store (a Run inside fn waits for itself)")
 	}
 }
 
@@ -257,6 +275,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 	}
 	t := &tx{s: s, conn: conn}
 	if err := t.guard(); err != nil {
+		t.unguard()
 		rollback(conn)
 		return err
 	}
@@ -270,7 +289,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 		}
 		t.unguard()
 	}()
-	fnErr := fn(ctx, t)
+	fnErr := fn(context.WithValue(ctx, inRun{s}, true), t)
 	t.closed = true
 	done = true
 	if fnErr != nil {
