@@ -94,6 +94,11 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 			if err == nil {
 				return nil
 			}
+		} else if !errors.Is(err, idem.ErrConflict) && t.stale() {
+			// fn decided on reads that no single state held (one read
+			// before another transaction committed, one after): its
+			// error may be an artefact of that, so it runs again.
+			err = errConflictCommit
 		}
 		if !errors.Is(err, idem.ErrConflict) {
 			return err
@@ -256,18 +261,32 @@ func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
 
 func (t *tx) As(target any) bool { return false }
 
+// stale reports whether a document this tx read has changed since.
+func (t *tx) stale() bool {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return t.staleLocked()
+}
+
+func (t *tx) staleLocked() bool {
+	for k, seen := range t.reads {
+		var cur idem.Version
+		if d := t.s.docs[k]; d != nil {
+			cur = d.version
+		}
+		if cur != seen {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *tx) commit() error {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, seen := range t.reads {
-		var cur idem.Version
-		if d := s.docs[k]; d != nil {
-			cur = d.version
-		}
-		if cur != seen {
-			return errConflictCommit
-		}
+	if t.staleLocked() {
+		return errConflictCommit
 	}
 	for _, k := range t.order {
 		w := t.writes[k]
@@ -275,7 +294,13 @@ func (t *tx) commit() error {
 			delete(s.docs, k)
 			continue
 		}
-		s.docs[k] = &doc{data: w.data, version: w.version, expires: w.expires}
+		v := w.version
+		if d := s.docs[k]; d != nil && d.version >= v {
+			// A blind Put whose version was handed out before another
+			// transaction's write to k committed: versions only go up.
+			v = idem.Version(s.seq.Add(1))
+		}
+		s.docs[k] = &doc{data: w.data, version: v, expires: w.expires}
 	}
 	return nil
 }

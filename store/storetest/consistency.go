@@ -1,0 +1,125 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+// runConsistency checks promises that only overlapping transactions reveal:
+// versions only go up, and fn never answers from reads no single state held.
+func runConsistency(t *testing.T, h Harness) {
+	ctx := context.Background()
+	k := idem.Key{Collection: "consistency", ID: "k"}
+
+	t.Run("VersionsOnlyRiseUnderBlindWrites", func(t *testing.T) {
+		t.Parallel()
+		s := h.New(t, time.Now)
+		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, k, doc{N: 0}) }); err != nil {
+			t.Fatal(err)
+		}
+		var second idem.Version
+		first := true
+		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			if err := tx.Put(ctx, k, doc{N: 1}); err != nil {
+				return err
+			}
+			if first {
+				first = false
+				// Another transaction writes k and commits meanwhile (on
+				// stores that run one transaction at a time it waits, and
+				// commits after this one).
+				done := make(chan error, 1)
+				go func() {
+					// Another caller: not fn's context.
+					done <- s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, k, doc{N: 2}) })
+				}()
+				select {
+				case err := <-done:
+					if err != nil {
+						return err
+					}
+					second = version(t, s, k)
+				case <-time.After(200 * time.Millisecond):
+					t.Cleanup(func() { <-done })
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if final := version(t, s, k); second != 0 && final < second {
+			t.Errorf("version went down from %d to %d", second, final)
+		}
+	})
+
+	t.Run("NoAnswerFromInconsistentReads", func(t *testing.T) {
+		t.Parallel()
+		s := h.New(t, time.Now)
+		k1, k2 := idem.Key{Collection: "consistency", ID: "k1"}, idem.Key{Collection: "consistency", ID: "k2"}
+		errBroken := errors.New("k1 absent but k2 present: no state ever held both")
+		first := true
+		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			_, err1 := tx.Get(ctx, k1, nil)
+			if first {
+				first = false
+				done := make(chan error, 1)
+				go func() {
+					done <- s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+						if err := tx.Create(ctx, k1, doc{N: 1}); err != nil {
+							return err
+						}
+						return tx.Create(ctx, k2, doc{N: 1})
+					})
+				}()
+				select {
+				case err := <-done:
+					if err != nil {
+						return err
+					}
+				case <-time.After(200 * time.Millisecond):
+					t.Cleanup(func() { <-done })
+				}
+			}
+			_, err2 := tx.Get(ctx, k2, nil)
+			if errors.Is(err1, idem.ErrNotFound) && err2 == nil {
+				return errBroken
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("Run = %v; a transaction whose reads changed underneath must run again, not answer", err)
+		}
+	})
+
+	t.Run("SweepRefusesANonPositiveLimit", func(t *testing.T) {
+		t.Parallel()
+		sw, ok := h.New(t, time.Now).(idem.Sweeper)
+		if !ok {
+			t.Skip("store has no Sweeper")
+		}
+		for _, limit := range []int{0, -1} {
+			if _, err := sw.Sweep(ctx, limit); err == nil {
+				t.Errorf("Sweep(%d) = nil error", limit)
+			}
+		}
+	})
+}
+
+func version(t *testing.T, s idem.Store, k idem.Key) idem.Version {
+	t.Helper()
+	var v idem.Version
+	err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		var err error
+		v, err = tx.Get(ctx, k, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
