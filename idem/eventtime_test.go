@@ -41,3 +41,20 @@ func TestEventTime(t *testing.T) {
 		}
 	}
 }
+
+// A server clock behind the record's start (skew between servers) never
+// gives a time before start, and an event with no time of its own is never
+// refused.
+func TestEventTimeStartAheadOfNow(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	start := now.Add(2 * time.Second)
+	for _, at := range []time.Time{{}, start.Add(-time.Second), now} {
+		got, err := idem.EventTime(at, start, now, 5*time.Second)
+		if err != nil || got.Before(start) {
+			t.Errorf("EventTime(%v) = %v, %v; want start or later", at, got, err)
+		}
+	}
+	if _, err := idem.EventTime(now.Add(-time.Minute), now, now, -time.Hour); idem.CodeOf(err) != idem.CodeEventBeforeStart {
+		t.Errorf("negative skew: %v, want event_before_start", err)
+	}
+}

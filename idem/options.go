@@ -59,7 +59,8 @@ func Keys(args ...string) Option {
 func OpID() Option { return Option{func(c *config) { c.opID = true }} }
 
 // TTL sets how long an op record is kept (default 24 hours). A call with the
-// same op id after that runs again.
+// same op id after that runs again. A TTL that is not positive leaves the
+// default.
 func TTL(d time.Duration) Option {
 	return Option{func(c *config) {
 		if d > 0 {
@@ -103,7 +104,8 @@ func Logger(l *slog.Logger) Option {
 }
 
 // BusyAfter bounds how long a call waits for a concurrent call with the same
-// op id to finish before it is refused with busy (default 30 s).
+// op id to finish before it is refused with busy (default 30 s). A duration
+// that is not positive leaves the default.
 func BusyAfter(d time.Duration) Option {
 	return Option{func(c *config) {
 		if d > 0 {

@@ -32,19 +32,18 @@ func ResolveTarget(q TargetQuery) (string, error) {
 	if q.ID != "" {
 		return q.ID, nil
 	}
-	if !q.Queued && len(q.Owned) == 1 {
-		return q.Owned[0].ID, nil
+	owned := candidates(q.Owned)
+	if !q.Queued && len(owned) == 1 {
+		return owned[0].ID, nil
 	}
-	all := append(slices.Clone(q.Owned), q.Others...)
-	slices.SortFunc(all, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
-	all = slices.CompactFunc(all, func(a, b Candidate) bool { return a.ID == b.ID })
+	all := candidates(append(slices.Clone(q.Owned), q.Others...))
 	msg := "name the record to act on: send its id"
 	switch {
 	case len(all) == 0:
 		msg = "there is no running record to act on; send the id of the record you mean"
 	case q.Queued:
 		msg = "a queued or replayed call must name its record: send one of these ids"
-	case len(q.Owned) > 1:
+	case len(owned) > 1:
 		msg = "more than one record is running: send the id of the one you mean"
 	}
 	return "", &Error{Code: CodeAmbiguousTarget, Message: msg, Candidates: all}
@@ -58,4 +57,12 @@ func HasOpID(req *mcp.CallToolRequest) bool {
 	}
 	id, err := opIDOf(parseArgs(req.Params.Arguments), req.Params.Meta)
 	return id != "" || err != nil
+}
+
+// candidates sorts cs by id, drops those without an id, and keeps the first
+// of each id (Owned before Others, so an owned record keeps its label).
+func candidates(cs []Candidate) []Candidate {
+	out := slices.DeleteFunc(slices.Clone(cs), func(c Candidate) bool { return c.ID == "" })
+	slices.SortStableFunc(out, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(out, func(a, b Candidate) bool { return a.ID == b.ID })
 }

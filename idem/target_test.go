@@ -68,3 +68,20 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Empty ids are no candidates, and a record listed twice is one.
+func TestResolveTargetIgnoresEmptyAndDuplicateIDs(t *testing.T) {
+	phone := idem.Candidate{ID: "s-phone", Label: "phone"}
+	if got, err := idem.ResolveTarget(idem.TargetQuery{Owned: []idem.Candidate{phone, phone}}); err != nil || got != "s-phone" {
+		t.Errorf("one record listed twice: %q, %v", got, err)
+	}
+	_, err := idem.ResolveTarget(idem.TargetQuery{Owned: []idem.Candidate{{ID: ""}}})
+	var e *idem.Error
+	if !errors.As(err, &e) || e.Code != idem.CodeAmbiguousTarget || len(e.Candidates) != 0 {
+		t.Errorf("an owned record without an id: %v", err)
+	}
+	_, err = idem.ResolveTarget(idem.TargetQuery{Owned: []idem.Candidate{phone}, Others: []idem.Candidate{{ID: "s-phone", Label: "other"}}, Queued: true})
+	if !errors.As(err, &e) || len(e.Candidates) != 1 || e.Candidates[0].Label != "phone" {
+		t.Errorf("duplicate across Owned and Others: %+v", e)
+	}
+}
