@@ -31,7 +31,9 @@ if [ -n "${IDEMKIT_POSTGRES_URL:-}" ]; then
   exec "$@"
 fi
 
-pgbin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true; }
+# The server's bin directory: the one with initdb (the client package alone
+# creates /usr/lib/postgresql/*/bin too).
+pgbin() { ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n1 | xargs -r dirname; }
 PGBIN=$(pgbin)
 if [ -z "$PGBIN" ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -51,7 +53,7 @@ fi
 # user postgres when we are root (initdb refuses root), else ourselves.
 if [ "$(id -u)" -eq 0 ]; then
   id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
-  as_pg() { runuser -u postgres -- "$@"; }
+  as_pg() { (cd / && runuser -u postgres -- "$@"); }
 else
   as_pg() { "$@"; }
 fi
@@ -85,7 +87,7 @@ for _ in $(seq 1 50); do
   fi
   # Durability settings are off: the data dies with the run anyway.
   if as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $PGDIR -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
     start >/dev/null; then
     started=1
     break
@@ -104,7 +106,15 @@ fi
 log "PostgreSQL $("$PGBIN/postgres" -V | awk '{print $3}') up on 127.0.0.1:$port after $((SECONDS - t0)) s"
 
 export IDEMKIT_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/testdb?sslmode=disable"
+# The command runs in the background so that a TERM or INT (a CI timeout)
+# reaches it at once, and the server still stops on the way out.
+"$@" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
 status=0
-"$@" || status=$?
+wait "$child" || status=$?
+if kill -0 "$child" 2>/dev/null; then # wait was interrupted by the signal
+  wait "$child" || status=$?
+fi
 log "stopping PostgreSQL (command exited $status)"
 exit "$status"
