@@ -46,8 +46,10 @@ func DropAndRetry(ctx context.Context, srv *mcp.Server, params *mcp.CallToolPara
 }
 
 // SameAnswer reports, as an error, how b differs from a in what a caller
-// reads: the error flag, the content and the structured content. _meta is
-// not compared (a replay carries io.idemkit/replayed).
+// reads: the error flag, the content and the structured content, compared as
+// JSON. _meta is not compared (a replay carries io.idemkit/replayed). Two
+// identical refusals are the same answer too: check IsError first when a
+// test means "the call succeeded twice".
 func SameAnswer(a, b *mcp.CallToolResult) error {
 	if a == nil || b == nil {
 		return errors.New("idemtest: nil result")

@@ -38,7 +38,8 @@ var ErrDropped = errors.New("idemtest: response dropped")
 type Dropper struct {
 	// Tool limits dropping to calls of this tool; "" means any tool.
 	Tool string
-	// Count is how many responses to drop in all; 0 means 1.
+	// Count is how many responses to drop in all; 0 (or less) means 1. To
+	// drop nothing, connect without the Dropper.
 	Count int
 
 	mu      sync.Mutex // guards dropped and calls

@@ -447,6 +447,21 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		if got := f.execs.Load(); got != 2 {
 			t.Errorf("refused call ran the handler (%d runs)", got)
 		}
+		// get_operation answers within the caller's scope: bob cannot learn
+		// about an operation only alice sent.
+		callTool(t, alice, "scoped_note", map[string]any{"text": "private", "op_id": "alice-only"}, nil)
+		status := func(cs *mcp.ClientSession) string {
+			st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "scoped_note", "op_id": "alice-only"}, nil)
+			b, _ := json.Marshal(st.StructuredContent)
+			var got struct {
+				Status string `json:"status"`
+			}
+			_ = json.Unmarshal(b, &got)
+			return got.Status
+		}
+		if a, b := status(alice), status(bob); a != idem.StatusCommitted || b != idem.StatusNotCommitted {
+			t.Errorf("get_operation of alice's op: alice sees %q, bob sees %q; want committed, not_committed", a, b)
+		}
 	})
 
 	for _, mode := range []string{"error", "iserror", "panic"} {
@@ -638,7 +653,8 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusNotCommitted {
 			t.Errorf("unknown op: %s", b)
 		}
-		// Another caller's scope never sees it (in-memory calls have scope "").
+		// An op id is looked up per tool: the same op id under another tool
+		// is another operation.
 		st = callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "scoped_note", "op_id": "op-s"}, nil)
 		if b, _ = json.Marshal(st.StructuredContent); !strings.Contains(string(b), idem.StatusNotCommitted) {
 			t.Errorf("another tool's op id answered %s", b)
@@ -675,6 +691,17 @@ func (s staleReads) Run(ctx context.Context, fn func(ctx context.Context, tx ide
 	})
 }
 
+// Read misses op records too, as a lagging replica would.
+func (s staleReads) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if k.Collection == idem.OpCollection {
+		return 0, idem.ErrNotFound
+	}
+	if r, ok := readerOf(s.Store); ok {
+		return r.Read(ctx, k, dst)
+	}
+	return 0, errNoReader
+}
+
 type staleTx struct{ idem.Tx }
 
 func (t staleTx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
@@ -693,6 +720,9 @@ func runStaleRead(t *testing.T, h Harness) {
 		// A second server whose reads miss the op record on first attempts.
 		f.store = staleReads{f.store}
 		r2 := callTool(t, connectTo(t, f.newServer(), nil), "add_note", args, nil)
+		if got := f.execs.Load(); got != 2 {
+			t.Fatalf("handler ran %d times, want 2: the stale first attempt must run it, and lose", got)
+		}
 		if got := f.committedNotes(); got != 1 {
 			t.Fatalf("%d notes committed, want 1: the op record's create-if-absent did not hold", got)
 		}
@@ -710,6 +740,24 @@ type unknownCommit struct {
 }
 
 var errLostCommit = errors.New("storetest: connection lost during COMMIT")
+
+// readerOf keeps s's Reader capability visible through a wrapper.
+func readerOf(s idem.Store) (idem.Reader, bool) {
+	r, ok := s.(idem.Reader)
+	return r, ok
+}
+
+// errNoReader is what a wrapper's Read answers over a store without one:
+// not ErrNotFound, so the middleware reads inside the transaction instead.
+var errNoReader = errors.New("storetest: the wrapped store has no Reader")
+
+// Read passes through, so the Reader path is tested with lost commits too.
+func (s *unknownCommit) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if r, ok := readerOf(s.Store); ok {
+		return r.Read(ctx, k, dst)
+	}
+	return 0, errNoReader
+}
 
 func (s *unknownCommit) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
 	if !s.armed.CompareAndSwap(true, false) {
@@ -785,6 +833,9 @@ func runOutcomes(t *testing.T, h Harness) {
 		t.Parallel()
 		f := newMWFixture(t, h)
 		started, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		letGo := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(letGo) // never leave the handler stuck, whatever fails
 		var runs atomic.Int64
 		srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
 		idem.AddTool(srv, &mcp.Tool{Name: "slow"}, f.store,
@@ -797,22 +848,42 @@ func runOutcomes(t *testing.T, h Harness) {
 			}, idem.OpID(), idem.BusyAfter(50*time.Millisecond), idem.Clock(f.clock.Now))
 		cs := connectTo(t, srv, nil)
 		args := map[string]any{"text": "x", "op_id": "op-slow"}
-		first := make(chan *mcp.CallToolResult, 1)
+		type answer struct {
+			res *mcp.CallToolResult
+			err error
+		}
+		first := make(chan answer, 1)
 		go func() {
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: args})
-			if err != nil {
-				t.Error(err)
-			}
-			first <- res
+			first <- answer{res, err}
 		}()
-		<-started
-		r := callTool(t, cs, "slow", args, nil)
-		close(release)
-		if errCode(r) != string(idem.CodeBusy) || r.Meta[idem.MetaOpIDResult] != "op-slow" {
-			t.Errorf("duplicate during the first run: code %q, want busy with the op id", errCode(r))
+		select {
+		case <-started:
+		case a := <-first:
+			t.Fatalf("the first call ended before its handler ran: %v", a.err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first call's handler did not start")
 		}
-		if r1 := <-first; r1 == nil || r1.IsError {
-			t.Fatalf("first call failed")
+		// The duplicate must be refused while the first runs, not wait for
+		// it: run it with a bound, and release the first either way.
+		dup := make(chan answer, 1)
+		go func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: args})
+			dup <- answer{res, err}
+		}()
+		var r answer
+		select {
+		case r = <-dup:
+		case <-time.After(5 * time.Second):
+			letGo()
+			t.Fatal("the duplicate waited for the first call instead of being refused with busy")
+		}
+		letGo()
+		if r.err != nil || errCode(r.res) != string(idem.CodeBusy) || r.res.Meta[idem.MetaOpIDResult] != "op-slow" {
+			t.Errorf("duplicate during the first run: %v, code %q, want busy with the op id", r.err, errCode(r.res))
+		}
+		if a := <-first; a.err != nil || a.res == nil || a.res.IsError {
+			t.Fatalf("first call failed: %v", a.err)
 		}
 		if r := callTool(t, cs, "slow", args, nil); !replayed(r) || runs.Load() != 1 {
 			t.Errorf("after the first finished: replayed=%v runs=%d", replayed(r), runs.Load())
