@@ -21,6 +21,9 @@ set -euo pipefail
 
 log() { echo "with-postgres: $*" >&2; }
 
+# runuser and useradd live in sbin, which a minimal PATH may lack.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
 if [ $# -eq 0 ]; then
   echo "usage: $0 CMD [ARGS...]" >&2
   exit 2
