@@ -46,6 +46,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -86,12 +87,23 @@ type Store struct {
 	// polling SQLite's lock.
 	writer chan struct{}
 	// done is closed by Close: Runs waiting for the writer token give up.
-	done chan struct{}
+	done    chan struct{}
+	closing atomic.Bool
 }
 
-// inRun marks the context fn gets, so that a Run of the same Store called
-// from inside fn fails at once instead of waiting for itself.
+// inRun keys the context fn gets; its value, a *runState, is active while
+// that Run holds the writer token, so a Run of the same Store called from
+// inside fn fails at once instead of waiting for itself. Contexts that
+// outlive the Run (a hook, a background goroutine) are not refused.
 type inRun struct{ s *Store }
+
+type runState struct{ active atomic.Bool }
+
+// queueWait bounds how long a Run waits for this Store's other
+// transactions: long enough for any honest queue, short enough that a fn
+// waiting for a Run of its own store (with an unrelated context) fails
+// instead of hanging every later Run.
+const queueWait = time.Minute
 
 var errClosedStore = errors.New("sqlite: store closed")
 
@@ -111,6 +123,10 @@ CREATE TABLE IF NOT EXISTS docs_seq (
 );
 INSERT INTO docs_seq (one, last) VALUES (1, 0) ON CONFLICT (one) DO NOTHING;
 `
+
+// schemaVersion is stored in the file's user_version once schema has run;
+// raise it when schema gains a statement, so existing files get it.
+const schemaVersion = 1
 
 // Open opens (creating if need be) the SQLite database file at path and
 // the docs table in it. path is a file name, not a URI; nil opts means the
@@ -152,9 +168,9 @@ func Open(path string, opts *Options) (*Store, error) {
 	defer cancel()
 	// A file already set up needs only a read (no write lock), so a
 	// process can open it while another holds a long transaction.
-	var one int
-	if err := db.QueryRowContext(ctx, `SELECT one FROM docs_seq WHERE one = 1`).Scan(&one); err != nil {
-		if _, err := db.ExecContext(ctx, schema); err != nil {
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil || version < schemaVersion {
+		if _, err := db.ExecContext(ctx, schema+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("sqlite: creating tables: %w", err)
 		}
@@ -176,16 +192,20 @@ func dsn(path string, busy time.Duration) string {
 	return u + "?_pragma=busy_timeout(" + ms + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 }
 
-// Close waits for the Run or Sweep in progress, if any, to finish, and
-// closes the database; Runs waiting to start, and later ones, fail. Close
+// Close makes waiting and later Runs fail, waits (at most the busy timeout)
+// for the Run or Sweep in progress to finish, and closes the database. Close
 // must not be called from inside fn.
 func (s *Store) Close() error {
-	select {
-	case <-s.done:
+	if !s.closing.CompareAndSwap(false, true) {
 		return errClosedStore
-	case s.writer <- struct{}{}: // held for good: nothing runs after Close
 	}
 	close(s.done)
+	t := time.NewTimer(s.busy)
+	defer t.Stop()
+	select {
+	case s.writer <- struct{}{}: // held for good: nothing runs after Close
+	case <-t.C: // a Run stuck in fn: close under it, as it would on exit
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: closing database: %w", err)
 	}
@@ -193,13 +213,20 @@ func (s *Store) Close() error {
 }
 
 // lock waits for this Store's writer token: this process's transactions
-// queue here, in order, for as long as ctx allows (each holds the token for
-// one transaction only). A Run called from inside fn would wait for itself:
-// it fails at once.
+// queue here, in order (each holds the token for one transaction only), for
+// as long as ctx allows and at most queueWait. A Run called from inside fn
+// would wait for itself: it fails at once.
 func (s *Store) lock(ctx context.Context) error {
-	if ctx.Value(inRun{s}) != nil {
+	if st, ok := ctx.Value(inRun{s}).(*runState); ok && st.active.Load() {
 		return errors.New("sqlite: Run called from inside fn of the same store (it would wait for itself)")
 	}
+	select {
+	case <-s.done:
+		return errClosedStore
+	default:
+	}
+	t := time.NewTimer(queueWait)
+	defer t.Stop()
 	select {
 	case <-s.done:
 		return errClosedStore
@@ -207,6 +234,8 @@ func (s *Store) lock(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-t.C:
+		return errors.New("sqlite: waited a minute for this store's other transactions (is fn waiting for a Run of the same store?)")
 	}
 }
 
@@ -228,7 +257,8 @@ func (s *Store) unlock() { <-s.writer }
 // cancelled request does not turn a commit into an unknown outcome.
 //
 // Run must not be called from inside fn on the same Store: it would wait for
-// the transaction fn is in, and fail after the busy timeout.
+// the transaction fn is in. Called with fn's context it fails at once; with
+// another context it fails after a minute of waiting.
 func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
 	var err error
 	for attempt := range s.attempts {
@@ -289,7 +319,10 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 		}
 		t.unguard()
 	}()
-	fnErr := fn(context.WithValue(ctx, inRun{s}, true), t)
+	st := &runState{}
+	st.active.Store(true)
+	defer st.active.Store(false)
+	fnErr := fn(context.WithValue(ctx, inRun{s}, st), t)
 	t.closed = true
 	done = true
 	if fnErr != nil {
