@@ -121,9 +121,10 @@ func backoff(ctx context.Context, attempt int) error {
 }
 
 type write struct {
-	data    []byte // nil: delete
-	version idem.Version
-	expires time.Time
+	data     []byte // nil: delete
+	version  idem.Version
+	expires  time.Time
+	observed bool // fn read this write's version back (Get, Update)
 }
 
 type tx struct {
@@ -145,6 +146,7 @@ func (t *tx) view(k idem.Key) (data []byte, v idem.Version, live bool) {
 		if w.data == nil {
 			return nil, 0, false
 		}
+		w.observed = true
 		return w.data, w.version, idem.Live(w.expires, t.s.now())
 	}
 	t.s.mu.Lock()
@@ -288,19 +290,30 @@ func (t *tx) commit() error {
 	if t.staleLocked() {
 		return errConflictCommit
 	}
+	// Check every write before applying any.
+	for _, k := range t.order {
+		w := t.writes[k]
+		if w.data == nil {
+			continue
+		}
+		if d := s.docs[k]; d != nil && d.version >= w.version {
+			// A blind Put whose version was handed out before another
+			// transaction's write to k committed. Versions only go up: a
+			// write whose version fn never saw gets a fresh one; one fn
+			// saw (and may have used) makes the attempt run again.
+			if w.observed {
+				return errConflictCommit
+			}
+			w.version = idem.Version(s.seq.Add(1))
+		}
+	}
 	for _, k := range t.order {
 		w := t.writes[k]
 		if w.data == nil {
 			delete(s.docs, k)
 			continue
 		}
-		v := w.version
-		if d := s.docs[k]; d != nil && d.version >= v {
-			// A blind Put whose version was handed out before another
-			// transaction's write to k committed: versions only go up.
-			v = idem.Version(s.seq.Add(1))
-		}
-		s.docs[k] = &doc{data: w.data, version: v, expires: w.expires}
+		s.docs[k] = &doc{data: w.data, version: w.version, expires: w.expires}
 	}
 	return nil
 }
