@@ -109,15 +109,20 @@ fi
 log "PostgreSQL $("$PGBIN/postgres" -V | awk '{print $3}') up on 127.0.0.1:$port after $((SECONDS - t0)) s"
 
 export IDEMKIT_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/testdb?sslmode=disable"
-# The command runs in the background so that a TERM or INT (a CI timeout)
-# reaches it at once, and the server still stops on the way out.
+# The command runs in the background, in a process group of its own (set
+# -m), so that a TERM or INT (a CI timeout) reaches it and everything it
+# started (go test's test binaries) at once, and the server still stops on
+# the way out.
+child=
+trap '[ -n "$child" ] && kill -TERM -- "-$child" 2>/dev/null || true' TERM INT
+set -m
 "$@" &
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
+set +m
 status=0
-wait "$child" || status=$?
-if kill -0 "$child" 2>/dev/null; then # wait was interrupted by the signal
-  wait "$child" || status=$?
-fi
+while :; do
+  wait "$child" && status=0 || status=$?
+  kill -0 "$child" 2>/dev/null || break # still running: a signal interrupted wait
+done
 log "stopping PostgreSQL (command exited $status)"
 exit "$status"
