@@ -108,3 +108,42 @@ func TestCloseWaitsForTheRunInProgress(t *testing.T) {
 		t.Error("the Run that was in progress at Close did not commit")
 	}
 }
+
+// A Run still in fn when Close stops waiting does not commit, and Close says
+// so.
+func TestCloseGivingUpOnAStuckRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := sqlite.Open(path, &sqlite.Options{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFn, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	k := idem.Key{Collection: "c", ID: "k"}
+	go func() {
+		done <- s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			if err := tx.Put(ctx, k, 1); err != nil {
+				return err
+			}
+			close(inFn)
+			<-release
+			return nil
+		})
+	}()
+	<-inFn
+	if err := s.Close(); err == nil {
+		t.Error("Close gave up on a Run in fn and reported nothing")
+	}
+	close(release)
+	if err := <-done; err == nil {
+		t.Error("the Run Close gave up on committed")
+	}
+	r, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Read(context.Background(), k, nil); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("the Run Close gave up on left its write: %v", err)
+	}
+}

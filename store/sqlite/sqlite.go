@@ -66,7 +66,8 @@ type Options struct {
 	// BusyTimeout is how long a Run waits for the database while another
 	// process (or another Store on the same file) holds it; then Run counts
 	// the attempt as lost and tries again, up to MaxAttempts. This Store's
-	// own Runs queue in order for as long as their context allows. Default
+	// own Runs queue in order for as long as their context allows, and at
+	// most a minute. Close waits this long for a Run in progress. Default
 	// 5 s.
 	BusyTimeout time.Duration
 	// MaxAttempts bounds how many times Run calls fn when fn returns an
@@ -89,6 +90,9 @@ type Store struct {
 	// done is closed by Close: Runs waiting for the writer token give up.
 	done    chan struct{}
 	closing atomic.Bool
+	// gaveUp is set when Close stopped waiting for a Run still in fn:
+	// that Run must not commit.
+	gaveUp atomic.Bool
 }
 
 // inRun keys the context fn gets; its value, a *runState, is active while
@@ -123,10 +127,6 @@ CREATE TABLE IF NOT EXISTS docs_seq (
 );
 INSERT INTO docs_seq (one, last) VALUES (1, 0) ON CONFLICT (one) DO NOTHING;
 `
-
-// schemaVersion is stored in the file's user_version once schema has run;
-// raise it when schema gains a statement, so existing files get it.
-const schemaVersion = 1
 
 // Open opens (creating if need be) the SQLite database file at path and
 // the docs table in it. path is a file name, not a URI; nil opts means the
@@ -168,9 +168,11 @@ func Open(path string, opts *Options) (*Store, error) {
 	defer cancel()
 	// A file already set up needs only a read (no write lock), so a
 	// process can open it while another holds a long transaction.
-	var version int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil || version < schemaVersion {
-		if _, err := db.ExecContext(ctx, schema+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
+	// (PRAGMA user_version is the application's, not ours: the tables
+	// themselves say whether the file is set up.)
+	var one int
+	if err := db.QueryRowContext(ctx, `SELECT one FROM docs_seq WHERE one = 1`).Scan(&one); err != nil {
+		if _, err := db.ExecContext(ctx, schema); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("sqlite: creating tables: %w", err)
 		}
@@ -193,8 +195,9 @@ func dsn(path string, busy time.Duration) string {
 }
 
 // Close makes waiting and later Runs fail, waits (at most the busy timeout)
-// for the Run or Sweep in progress to finish, and closes the database. Close
-// must not be called from inside fn.
+// for the Run or Sweep in progress to finish, and closes the database. A Run
+// still in fn after that does not commit, and Close returns an error saying
+// so. Close must not be called from inside fn.
 func (s *Store) Close() error {
 	if !s.closing.CompareAndSwap(false, true) {
 		return errClosedStore
@@ -202,14 +205,19 @@ func (s *Store) Close() error {
 	close(s.done)
 	t := time.NewTimer(s.busy)
 	defer t.Stop()
+	var stuck error
 	select {
 	case s.writer <- struct{}{}: // held for good: nothing runs after Close
-	case <-t.C: // a Run stuck in fn: close under it, as it would on exit
+	case <-t.C:
+		// A Run stuck in fn: it will not commit (runOnce checks closing
+		// before COMMIT), and Close says so.
+		s.gaveUp.Store(true)
+		stuck = errors.New("sqlite: closed while a Run was still in fn; it will be rolled back")
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: closing database: %w", err)
 	}
-	return nil
+	return stuck
 }
 
 // lock waits for this Store's writer token: this process's transactions
@@ -231,6 +239,12 @@ func (s *Store) lock(ctx context.Context) error {
 	case <-s.done:
 		return errClosedStore
 	case s.writer <- struct{}{}:
+		select {
+		case <-s.done: // Close came first; select picked at random
+			<-s.writer
+			return errClosedStore
+		default:
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -333,6 +347,10 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 		// fn went on after SQLite ended the transaction: nothing of it
 		// is committed, and no COMMIT is sent.
 		return errRolledBack
+	}
+	if s.gaveUp.Load() {
+		rollback(conn)
+		return errClosedStore
 	}
 	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 		if isBusy(err) {
