@@ -21,7 +21,7 @@ if ! command -v gcc >/dev/null 2>&1; then
 fi
 export CGO_ENABLED=1
 
-unformatted=$(find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -print0 | xargs -0 gofmt -l)
+unformatted=$(find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -print0 | xargs -0 -r gofmt -l)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2
   echo "$unformatted" >&2

@@ -113,16 +113,24 @@ export IDEMKIT_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/testdb?sslmode=
 # -m), so that a TERM or INT (a CI timeout) reaches it and everything it
 # started (go test's test binaries) at once, and the server still stops on
 # the way out.
+# A signal before the command has started exits at once (the EXIT trap
+# stops the server). Its stdin is kept closed, as for any background job.
 child=
-trap '[ -n "$child" ] && kill -TERM -- "-$child" 2>/dev/null || true' TERM INT
+forward() {
+  if [ -z "$child" ]; then exit "$1"; fi
+  kill -TERM -- "-$child" 2>/dev/null || true
+}
+trap 'forward 143' TERM
+trap 'forward 130' INT
+trap 'forward 129' HUP
 set -m
-"$@" &
+"$@" </dev/null &
 child=$!
 set +m
 status=0
-while :; do
-  wait "$child" && status=0 || status=$?
-  kill -0 "$child" 2>/dev/null || break # still running: a signal interrupted wait
+while kill -0 "$child" 2>/dev/null; do
+  wait "$child" && status=0 || status=$? # a forwarded signal may interrupt wait
 done
+wait "$child" && status=0 || status=$? # the command's own status, once it is gone
 log "stopping PostgreSQL (command exited $status)"
 exit "$status"
