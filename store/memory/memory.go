@@ -8,8 +8,11 @@
 //	})
 //
 // Transactions are optimistic: reads record the version they saw, writes are
-// buffered, and the commit checks under one mutex that nothing read or written
-// has changed since; if something has, Run calls fn again.
+// buffered, and the commit checks under one mutex that nothing read has
+// changed since; if something has, Run calls fn again. A blind write (Put)
+// whose key another transaction wrote meanwhile still commits, with a fresh
+// version, unless fn read its version back: then fn runs again, as it would
+// on a SERIALIZABLE database.
 package memory
 
 import (
