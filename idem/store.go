@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 	"unicode/utf8"
 )
@@ -192,6 +193,22 @@ func ApplyWriteOptions(opts []WriteOption) WriteOptions {
 		}
 	}
 	return o
+}
+
+// Backoff waits before attempt number attempt (1 for the first retry) of a
+// transaction that lost a race: a random time up to base<<attempt, capped
+// at max, so that contending retries spread out. It returns ctx's error if
+// ctx ends first. It is for backends.
+func Backoff(ctx context.Context, attempt int, base, max time.Duration) error {
+	limit := min(base<<min(attempt, 16), max)
+	t := time.NewTimer(rand.N(limit) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Live reports whether a document with the given expiry is live at now.

@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +84,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 	var err error
 	for attempt := 0; attempt < s.attempts; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := idem.Backoff(ctx, attempt, 50*time.Microsecond, 20*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -108,19 +107,6 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 		}
 	}
 	return err
-}
-
-func backoff(ctx context.Context, attempt int) error {
-	limit := time.Duration(50<<min(attempt, 10)) * time.Microsecond
-	limit = min(limit, 20*time.Millisecond)
-	t := time.NewTimer(rand.N(limit) + 1)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 type write struct {

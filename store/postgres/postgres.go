@@ -36,7 +36,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -173,7 +172,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 	var err error
 	for attempt := 0; attempt < s.attempts; attempt++ {
 		if attempt > 0 {
-			if berr := backoff(ctx, attempt); berr != nil {
+			if berr := idem.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
 				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
 			}
 		}
@@ -186,19 +185,6 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 		err = fmt.Errorf("%w: %w", idem.ErrConflict, err)
 	}
 	return fmt.Errorf("postgres: gave up after %d attempts: %w", s.attempts, err)
-}
-
-// backoff waits a random time up to an exponentially growing bound.
-func backoff(ctx context.Context, attempt int) error {
-	limit := min(time.Duration(500<<min(attempt, 10))*time.Microsecond, 50*time.Millisecond)
-	t := time.NewTimer(rand.N(limit) + time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) (err error) {

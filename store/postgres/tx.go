@@ -80,14 +80,7 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 		}
 		return t.fail(err)
 	}
-	b := &pgx.Batch{}
-	if t.ptx == nil {
-		b.BeginTx(serializable)
-	}
-	for _, p := range t.queue {
-		queue(b, p)
-	}
-	t.queue = nil
+	b := t.batch()
 	if last != nil {
 		queue(b, *last)
 	}
@@ -96,6 +89,20 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 		t.ptx = br.Tx()
 	}
 	return t.fail(br.Close())
+}
+
+// batch starts the next round trip: BEGIN if the transaction has not begun,
+// then the queued writes, which it takes off the queue.
+func (t *tx) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	if t.ptx == nil {
+		b.BeginTx(serializable)
+	}
+	for _, p := range t.queue {
+		queue(b, p)
+	}
+	t.queue = nil
+	return b
 }
 
 func queue(b *pgx.Batch, p pending) {
@@ -417,14 +424,7 @@ func (t *tx) commit(ctx context.Context) error {
 			return errors.New("postgres: the transaction was ended through the native handle before Run could commit it")
 		}
 	}
-	b := &pgx.Batch{}
-	if t.ptx == nil {
-		b.BeginTx(serializable)
-	}
-	for _, p := range t.queue {
-		queue(b, p)
-	}
-	t.queue = nil
+	b := t.batch()
 	rolledBack := false
 	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error {
 		rolledBack = ct.String() == "ROLLBACK"

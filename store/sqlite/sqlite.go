@@ -43,7 +43,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -277,7 +276,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 	var err error
 	for attempt := range s.attempts {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := idem.Backoff(ctx, attempt, 100*time.Microsecond, 20*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -287,18 +286,6 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 		}
 	}
 	return err
-}
-
-func backoff(ctx context.Context, attempt int) error {
-	limit := min(time.Duration(100<<min(attempt, 8))*time.Microsecond, 20*time.Millisecond)
-	t := time.NewTimer(rand.N(limit) + 1)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) (err error) {
