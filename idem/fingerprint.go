@@ -43,25 +43,34 @@ func Fingerprint(args json.RawMessage) (string, error) {
 	if trimmed[0] != '{' {
 		return "", errors.New("idem: arguments are not a JSON object")
 	}
-	// Only arguments that may hold op_id (spelled plainly or escaped) need
-	// decoding to drop it; the canonicalizer rejects malformed input.
-	var obj map[string]json.RawMessage
-	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
+	// Arguments that may hold op_id spelled with escapes, or more than once,
+	// are decoded to drop it (the last of duplicate members counts, as in
+	// the handler's decoding); the canonicalizer rejects malformed input.
+	plain := bytes.Count(trimmed, []byte(`"op_id"`))
+	if plain > 1 || bytes.Contains(trimmed, []byte(`\u`)) {
+		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(trimmed, &obj); err != nil {
 			return "", errors.New("idem: arguments are not a JSON object")
 		}
-	}
-	if _, ok := obj[OpIDArgument]; ok {
-		delete(obj, OpIDArgument)
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return "", fmt.Errorf("idem: re-encoding arguments: %w", err)
+		if _, ok := obj[OpIDArgument]; ok {
+			delete(obj, OpIDArgument)
+			b, err := json.Marshal(obj)
+			if err != nil {
+				return "", fmt.Errorf("idem: re-encoding arguments: %w", err)
+			}
+			trimmed = b
 		}
-		trimmed = b
+		plain = 0
 	}
 	canon, err := jcs.Transform(trimmed)
 	if err != nil {
 		return "", errors.New("idem: arguments cannot be canonicalized (RFC 8785)")
+	}
+	if plain == 1 {
+		// One "op_id" spelled plainly: drop the member from the canonical
+		// form, where it is a top-level key only if it follows '{' or ','
+		// at depth 1.
+		canon = dropMember(canon, OpIDArgument)
 	}
 	h := sha256.New()
 	h.Write(canon)
@@ -79,6 +88,91 @@ func Fingerprint(args json.RawMessage) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// dropMember returns the RFC 8785 object canon without its top-level member
+// name (a name that needs no escaping), or canon itself if there is none.
+func dropMember(canon []byte, name string) []byte {
+	key := `"` + name + `":`
+	var text jsonText
+	depth := 0
+	for i, c := range canon {
+		if !text.outside(c) {
+			continue
+		}
+		switch c {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			if depth == 1 && (canon[i-1] == '{' || canon[i-1] == ',') && bytes.HasPrefix(canon[i:], []byte(key)) {
+				end := valueEnd(canon, i+len(key))
+				out := make([]byte, 0, len(canon))
+				switch {
+				case canon[end] == ',': // a member follows: drop the comma after
+					out = append(append(out, canon[:i]...), canon[end+1:]...)
+				case canon[i-1] == ',': // the last member: drop the comma before
+					out = append(append(out, canon[:i-1]...), canon[end:]...)
+				default: // the only member
+					out = append(append(out, canon[:i]...), canon[end:]...)
+				}
+				return out
+			}
+		}
+	}
+	return canon
+}
+
+// valueEnd returns the index of the ',' or '}' that ends the member value
+// starting at i in the canonical object canon.
+func valueEnd(canon []byte, i int) int {
+	var text jsonText
+	depth := 0
+	for ; i < len(canon); i++ {
+		c := canon[i]
+		if !text.outside(c) {
+			continue
+		}
+		switch c {
+		case '{', '[':
+			depth++
+		case ']':
+			depth--
+		case '}', ',':
+			if depth == 0 {
+				return i
+			}
+			if c == '}' {
+				depth--
+			}
+		}
+	}
+	return len(canon) - 1
+}
+
+// jsonText follows JSON text a byte at a time to tell string contents from
+// the rest.
+type jsonText struct{ inString, escaped bool }
+
+// outside reports whether c, the next byte, is outside every string; an
+// opening quote is, its string's contents and closing quote are not.
+func (j *jsonText) outside(c byte) bool {
+	if j.inString {
+		switch {
+		case j.escaped:
+			j.escaped = false
+		case c == '\\':
+			j.escaped = true
+		case c == '"':
+			j.inString = false
+		}
+		return false
+	}
+	if c == '"' {
+		j.inString = true
+	}
+	return true
 }
 
 // longDigitRun reports whether b holds a run of digits and dots with at least

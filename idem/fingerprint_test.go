@@ -189,3 +189,30 @@ func BenchmarkFingerprintLongNumbers(b *testing.B) {
 		})
 	}
 }
+
+// The op_id member is dropped wherever it sits among the top-level members,
+// and only there: a nested "op_id" key, or the text "op_id": inside a
+// string, is part of the arguments.
+func TestFingerprintDropsOnlyTopLevelOpID(t *testing.T) {
+	for _, c := range []struct{ with, without string }{
+		{`{"op_id":"x"}`, `{}`},
+		{`{"op_id":"x","z":1}`, `{"z":1}`},
+		{`{"a":1,"op_id":"x"}`, `{"a":1}`},
+		{`{"a":1,"op_id":"x","z":[1,{"b":"}"}]}`, `{"a":1,"z":[1,{"b":"}"}]}`},
+		{`{"a":"\"op_id\":","op_id":{"n":[1,2]},"b":{"op_id":1}}`, `{"a":"\"op_id\":","b":{"op_id":1}}`},
+		{`{"a":{"op_id":1},"op_id":"x"}`, `{"a":{"op_id":1}}`},
+	} {
+		if got, want := mustFP(t, c.with), mustFP(t, c.without); got != want {
+			t.Errorf("Fingerprint(%s) != Fingerprint(%s)", c.with, c.without)
+		}
+	}
+	for _, c := range [][2]string{
+		{`{"a":{"op_id":1}}`, `{"a":{}}`},
+		{`{"a":"op_id","b":1}`, `{"b":1}`},
+		{`{"a":["op_id",1]}`, `{"a":[1]}`},
+	} {
+		if mustFP(t, c[0]) == mustFP(t, c[1]) {
+			t.Errorf("Fingerprint(%s) == Fingerprint(%s)", c[0], c[1])
+		}
+	}
+}

@@ -47,19 +47,21 @@ func Tool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolH
 
 func newToolHandler[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
 	fl := &flights{m: make(map[Key]chan struct{})}
+	recent := newRecentOps(recentOpsSize)
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		cl := &call[In, Out]{c: c, s: s, h: h, fl: fl, req: req, in: in}
+		cl := &call[In, Out]{c: c, s: s, h: h, fl: fl, recent: recent, req: req, in: in}
 		return cl.serve(ctx)
 	}
 }
 
 type call[In, Out any] struct {
-	c   *config
-	s   Store
-	h   HandlerFor[In, Out]
-	fl  *flights
-	req *mcp.CallToolRequest
-	in  In
+	c      *config
+	s      Store
+	h      HandlerFor[In, Out]
+	fl     *flights
+	recent *recentOps
+	req    *mcp.CallToolRequest
+	in     In
 
 	tool  string
 	scope string
@@ -129,14 +131,20 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 	// A store that reads outside transactions answers a replay with that
 	// one read, and a first call then need not read the op record again in
 	// its first attempt: the op record's Create refuses a duplicate that
-	// committed in between, and the retry replays it.
+	// committed in between, and the retry replays it. The read itself is
+	// made only for op ids this handler answered lately (a client's retry
+	// after a lost response) or with ReadFirst: any other first attempt
+	// skips it, and a duplicate from elsewhere costs a retried transaction
+	// instead (see docs/middleware.md, "Reading the op record").
 	skipRead := false
-	if r, ok := cl.s.(Reader); ok {
-		var rec OpRecord
+	if r, ok := cl.s.(Reader); ok && !cl.c.readFirst && !cl.recent.has(cl.key) {
+		skipRead = true
+	} else if ok {
+		var rec opAnswer
 		_, err := r.Read(ctx, cl.key, &rec)
 		switch {
 		case err == nil:
-			return cl.finish(ctx, &o, nil, cl.fromRecord(&rec, &o))
+			return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
 		case errors.Is(err, ErrNotFound):
 			skipRead = true
 		}
@@ -147,11 +155,11 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		attempt++
 		o = outcome[Out]{}
 		if !skipRead || attempt > 1 {
-			var rec OpRecord
+			var rec opAnswer
 			_, err := tx.Get(tctx, cl.key, &rec)
 			switch {
 			case err == nil:
-				return cl.fromRecord(&rec, &o)
+				return cl.fromRecord(rec.record(), &o)
 			case !errors.Is(err, ErrNotFound):
 				return err
 			}
@@ -175,22 +183,34 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		}
 		err = tx.Create(tctx, cl.key, &rec, WithExpiry(rec.ExpiresAt), CreateAtCommit())
 		if errors.Is(err, ErrExists) {
-			// A concurrent call with this op id committed first: retry the
-			// transaction, which then replays its result.
+			// A call with this op id committed first. Answer its record
+			// and roll this attempt back; a store that cannot read it
+			// here retries the transaction, which then replays.
+			var ans opAnswer
+			if _, gerr := tx.Get(tctx, cl.key, &ans); gerr == nil {
+				o = outcome[Out]{}
+				if err := cl.fromRecord(ans.record(), &o); err != nil {
+					return err
+				}
+				return errRollback
+			}
 			return fmt.Errorf("%w: op record created concurrently", ErrConflict)
 		}
 		return err
 	})
-	if skipRead && attempt == 1 && err != nil && (errors.Is(err, errRollback) || o.handler != nil) {
+	switch {
+	case o.replayed && errors.Is(err, errRollback):
+		err = nil // answered from the record the attempt's create found
+	case skipRead && attempt == 1 && err != nil && (errors.Is(err, errRollback) || o.handler != nil):
 		// The attempt that skipped the read failed in the handler, which
-		// may have met the writes of a duplicate that committed after the
-		// Read (a session already stopped). If that duplicate's op record
-		// is there now, answer from it, as the in-transaction read would
-		// have.
-		var rec OpRecord
+		// may have met the writes of a duplicate that committed before
+		// the transaction (a session already stopped). If that
+		// duplicate's op record is there, answer from it, as the
+		// in-transaction read would have.
+		var rec opAnswer
 		if _, rerr := cl.s.(Reader).Read(ctx, cl.key, &rec); rerr == nil {
 			o = outcome[Out]{}
-			return cl.finish(ctx, &o, nil, cl.fromRecord(&rec, &o))
+			return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
 		}
 	}
 	return cl.finish(ctx, &o, hooks, err)
@@ -260,11 +280,16 @@ func (p *panicError) Error() string { return fmt.Sprintf("idem: tool handler pan
 
 func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *afterCommitList, err error) (*mcp.CallToolResult, Out, error) {
 	var zero Out
+	if cl.opID != "" && (err == nil || errors.Is(err, ErrUnknownOutcome)) {
+		cl.recent.add(cl.key)
+	}
 	switch {
 	case err == nil:
 		if o.replayed {
 			cl.event(ctx, cl.c.onReplay, nil)
-			cl.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", cl.attrs()...)
+			if cl.c.logger.Enabled(ctx, slog.LevelDebug) {
+				cl.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", cl.attrs()...)
+			}
 			return o.res, o.out, nil
 		}
 		hooks.run(context.WithoutCancel(ctx))

@@ -28,6 +28,18 @@ type OpRecord struct {
 	ExpiresAt   time.Time       `json:"expires_at"`
 }
 
+// opAnswer is the part of an op record a replay needs: decoding only it
+// skips the rest of the record.
+type opAnswer struct {
+	Fingerprint string          `json:"fingerprint"`
+	Result      json.RawMessage `json:"result"`
+	Output      json.RawMessage `json:"output,omitempty"`
+}
+
+func (a *opAnswer) record() *OpRecord {
+	return &OpRecord{Fingerprint: a.Fingerprint, Result: a.Result, Output: a.Output}
+}
+
 // OpKey returns the key of the op record of (scope, tool, opID). The id is a
 // hash of the three, so any op id fits every backend's key rules.
 func OpKey(scope, tool, opID string) Key {
@@ -62,12 +74,17 @@ func (r *OpRecord) decodeResult() (*mcp.CallToolResult, error) {
 	if len(r.Result) == 0 || string(r.Result) == "null" {
 		return res, nil
 	}
-	if err := json.Unmarshal(r.Result, res); err != nil {
+	// The SDK's own decoder, called directly: json.Unmarshal would first
+	// scan the whole result to validate it, which the decoder does anyway.
+	if err := res.UnmarshalJSON(r.Result); err != nil {
 		return nil, errors.New("idem: stored result cannot be decoded")
 	}
 	// The SDK fills the text fallback of a typed output only into a nil
 	// Content, and decodes "content": null as an empty slice: give the
 	// replay the nil the handler returned, so it is filled the same way.
+	if len(res.Content) > 0 {
+		return res, nil
+	}
 	var probe struct {
 		Content json.RawMessage `json:"content"`
 	}

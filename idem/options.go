@@ -21,6 +21,7 @@ type config struct {
 	now          func() time.Time
 	logger       *slog.Logger
 	busyAfter    time.Duration
+	readFirst    bool
 	onReplay     func(context.Context, Event)
 	onKeyReused  func(context.Context, Event)
 	onUnknown    func(context.Context, Event)
@@ -113,6 +114,16 @@ func BusyAfter(d time.Duration) Option {
 		}
 	}}
 }
+
+// ReadFirst makes every call with an op id read its op record before the
+// transaction, on stores that can read outside one ([Reader]). By default
+// only op ids this handler answered lately are read first (a retry after a
+// lost response usually comes back to the process that answered it); other
+// calls skip that read and a duplicate answered elsewhere is caught by the op
+// record's create at commit, at the price of a transaction that runs the
+// handler and rolls back. Choose ReadFirst when repeats usually reach
+// another process than the first call did.
+func ReadFirst() Option { return Option{func(c *config) { c.readFirst = true }} }
 
 // An Event describes a replay, a key reuse or an unknown outcome to a hook.
 type Event struct {

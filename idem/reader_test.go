@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,9 +32,9 @@ type stopArgs struct {
 	Session string `json:"session"`
 }
 
-// Two handlers (two processes) on one store. B's Read misses; A commits the
-// same op; B's handler then finds the session stopped and refuses. B must
-// answer A's stored result, not its own refusal.
+// Two handlers (two processes) on one store. B reads first (ReadFirst) and
+// misses; A commits the same op; B's handler then finds the session stopped
+// and refuses. B must answer A's stored result, not its own refusal.
 func TestDuplicateCommittedAfterReadIsReplayed(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.New()
@@ -60,7 +61,7 @@ func TestDuplicateCommittedAfterReadIsReplayed(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil, nil
 	}
-	hA, hB := idem.Tool(s, stop, idem.OpID()), idem.Tool(s, stop, idem.OpID())
+	hA, hB := idem.Tool(s, stop, idem.OpID()), idem.Tool(s, stop, idem.OpID(), idem.ReadFirst())
 	req := func() *mcp.CallToolRequest {
 		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "stop", Arguments: json.RawMessage(`{"session":"s1","op_id":"op-1"}`)}}
 	}
@@ -73,7 +74,93 @@ func TestDuplicateCommittedAfterReadIsReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.afterRead != nil {
+		t.Fatal("B did not read first")
+	}
 	if resB.IsError || resB.Meta[idem.MetaReplayed] != true || mustJSON(resB.Content) != `[{"type":"text","text":"stopped"}]` {
 		t.Errorf("B answered %s, want A's stored result, replayed", mustJSON(resB))
+	}
+}
+
+// countingStore counts the middleware's reads outside transactions.
+type countingStore struct {
+	*memory.Store
+	reads int
+}
+
+func (c *countingStore) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	c.reads++
+	return c.Store.Read(ctx, k, dst)
+}
+
+// A first call skips the read before its transaction; a repeat through the
+// same handler, and every call with ReadFirst, reads first and is answered
+// by that read.
+func TestReadBeforeRunOnlyForRecentOps(t *testing.T) {
+	ctx := context.Background()
+	s := &countingStore{Store: memory.New()}
+	runs := 0
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
+		runs++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, tx.Put(ctx, idem.Key{Collection: "c", ID: in.Session}, map[string]int{"runs": runs})
+	}
+	call := func(tool mcp.ToolHandlerFor[stopArgs, any], op string) *mcp.CallToolResult {
+		t.Helper()
+		res, _, err := tool(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(`{"session":"s","op_id":"` + op + `"}`)}}, stopArgs{Session: "s"})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %s", err, mustJSON(res))
+		}
+		return res
+	}
+	tool := idem.Tool(s, h, idem.OpID())
+	call(tool, "op-1")
+	if s.reads != 0 {
+		t.Errorf("first call read the op record %d times before its transaction, want 0", s.reads)
+	}
+	if res := call(tool, "op-1"); res.Meta[idem.MetaReplayed] != true || s.reads != 1 || runs != 1 {
+		t.Errorf("repeat: replayed=%v reads=%d runs=%d, want true 1 1", res.Meta[idem.MetaReplayed], s.reads, runs)
+	}
+	first := idem.Tool(s, h, idem.OpID(), idem.ReadFirst())
+	call(first, "op-2")
+	if s.reads != 2 || runs != 2 {
+		t.Errorf("ReadFirst: reads=%d runs=%d, want 2 2", s.reads, runs)
+	}
+}
+
+// A handler that has not answered an op skips the read, runs, and finds at
+// commit that another process stored the op: the op record's create refuses
+// it, nothing of the attempt commits, and the retry replays the stored
+// result.
+func TestDuplicateFromElsewhereIsCaughtAtCommit(t *testing.T) {
+	ctx := context.Background()
+	s := &countingStore{Store: memory.New()}
+	k := idem.Key{Collection: "c", ID: "s"}
+	runs := 0
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
+		runs++
+		// A blind write: it succeeds whether or not the op ran before.
+		if err := tx.Put(ctx, k, map[string]int{"run": runs}); err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("run ", runs)}}}, nil, nil
+	}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(`{"session":"s","op_id":"op-1"}`)}}
+	hA, hB := idem.Tool(s, h, idem.OpID()), idem.Tool(s, h, idem.OpID())
+	if res, _, err := hA(ctx, req, stopArgs{Session: "s"}); err != nil || res.IsError {
+		t.Fatalf("A: %v %s", err, mustJSON(res))
+	}
+	res, _, err := hB(ctx, req, stopArgs{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || res.Meta[idem.MetaReplayed] != true || mustJSON(res.Content) != `[{"type":"text","text":"run 1"}]` {
+		t.Errorf("B answered %s, want A's stored result, replayed", mustJSON(res))
+	}
+	var doc map[string]int
+	if _, err := s.Read(ctx, k, &doc); err != nil || doc["run"] != 1 {
+		t.Errorf("stored %v (%v), want the first run's write only", doc, err)
+	}
+	if runs != 2 {
+		t.Errorf("handler ran %d times, want 2 (A, and B's rolled-back attempt)", runs)
 	}
 }

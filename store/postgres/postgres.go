@@ -171,7 +171,9 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 	}
 	var err error
 	for attempt := 0; attempt < s.attempts; attempt++ {
-		if attempt > 0 {
+		// The first retry after a Create at commit found a live document
+		// goes at once: it will read that document, not meet contention.
+		if attempt > 0 && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
 			if berr := idem.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
 				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
 			}

@@ -35,8 +35,8 @@ func newQueries(prefix string) queries {
 	q.schema = []string{
 		r.Replace(`CREATE SEQUENCE IF NOT EXISTS {seq}`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
-	collection text NOT NULL,
-	id text NOT NULL,
+	collection text COLLATE "C" NOT NULL,
+	id text COLLATE "C" NOT NULL,
 	version bigint NOT NULL,
 	doc jsonb NOT NULL,
 	expires_at timestamptz,

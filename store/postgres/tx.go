@@ -51,6 +51,11 @@ type pending struct {
 
 var errClosed = errors.New("postgres: transaction used after Run returned")
 
+// errLiveDocument: a Create sent with the commit found a live document. The
+// retry reads it, so Run retries at once instead of backing off: there is
+// no contention to wait out.
+var errLiveDocument = errors.New("a live document was there")
+
 func (t *tx) check(k idem.Key) error {
 	if t.closed.Load() {
 		return errClosed
@@ -280,7 +285,7 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 				if errors.As(err, &pe) && pe.Code == "22012" {
 					// The guard's division: the insert wrote no row, a
 					// live document is there. The attempt lost a race.
-					return fmt.Errorf("%w: a document was created concurrently: %w", idem.ErrConflict, err)
+					return fmt.Errorf("%w: %w: %w", idem.ErrConflict, errLiveDocument, err)
 				}
 				return err
 			}})

@@ -371,6 +371,27 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("RepeatOnAnotherServer", func(t *testing.T) {
+		// The repeat reaches a process that never saw the op: it does not
+		// read the op record first, so its handler runs, and the op
+		// record's create at commit must refuse the attempt and replay.
+		t.Parallel()
+		f := newMWFixture(t, h)
+		args := map[string]any{"text": "moved", "op_id": "op-moved"}
+		r1 := callTool(t, f.connect(nil), "add_note", args, nil)
+		r2 := callTool(t, connectTo(t, f.newServer(), nil), "add_note", args, nil)
+		sameAnswer(t, r1, r2)
+		if !replayed(r2) {
+			t.Error("the repeat on the other server was not a replay")
+		}
+		if got := f.committedNotes(); got != 1 {
+			t.Errorf("%d notes committed, want 1 (handler ran %d times)", got, f.execs.Load())
+		}
+		if got := f.hooks.Load(); got != 1 {
+			t.Errorf("after-commit hooks ran %d times, want 1", got)
+		}
+	})
+
 	t.Run("KeyReused", func(t *testing.T) {
 		t.Parallel()
 		f := newMWFixture(t, h)
