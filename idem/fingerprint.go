@@ -43,34 +43,44 @@ func Fingerprint(args json.RawMessage) (string, error) {
 	if trimmed[0] != '{' {
 		return "", errors.New("idem: arguments are not a JSON object")
 	}
-	// Arguments that may hold op_id spelled with escapes, or more than once,
-	// are decoded to drop it (the last of duplicate members counts, as in
-	// the handler's decoding); the canonicalizer rejects malformed input.
-	plain := bytes.Count(trimmed, []byte(`"op_id"`))
-	if plain > 1 || bytes.Contains(trimmed, []byte(`\u`)) {
-		var obj map[string]json.RawMessage
+	// The usual arguments (what encoding/json makes of a Go value) hold at
+	// most one "op_id", spelled plainly, and no long numbers: the member is
+	// dropped from the canonical form, where it is a top-level key only if
+	// it follows '{' or ',' at depth 1.
+	if n := bytes.Count(trimmed, []byte(`"op_id"`)); n <= 1 && !bytes.Contains(trimmed, []byte(`\u`)) && !longDigitRun(trimmed) {
+		if canon, err := jcs.Transform(trimmed); err == nil {
+			if n == 1 {
+				canon = dropMember(canon, OpIDArgument)
+			}
+			sum := sha256.Sum256(canon)
+			return hex.EncodeToString(sum[:]), nil
+		}
+	}
+	return decodedFingerprint(trimmed)
+}
+
+// decodedFingerprint is Fingerprint for any argument object trimmed: one
+// that may hold op_id (escaped, repeated, beside invalid UTF-8) is decoded
+// to drop it, the last of duplicate members counting as in the handler's
+// decoding; the canonicalizer rejects malformed input.
+func decodedFingerprint(trimmed []byte) (string, error) {
+	var obj map[string]json.RawMessage
+	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
 		if err := json.Unmarshal(trimmed, &obj); err != nil {
 			return "", errors.New("idem: arguments are not a JSON object")
 		}
-		if _, ok := obj[OpIDArgument]; ok {
-			delete(obj, OpIDArgument)
-			b, err := json.Marshal(obj)
-			if err != nil {
-				return "", fmt.Errorf("idem: re-encoding arguments: %w", err)
-			}
-			trimmed = b
+	}
+	if _, ok := obj[OpIDArgument]; ok {
+		delete(obj, OpIDArgument)
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return "", fmt.Errorf("idem: re-encoding arguments: %w", err)
 		}
-		plain = 0
+		trimmed = b
 	}
 	canon, err := jcs.Transform(trimmed)
 	if err != nil {
 		return "", errors.New("idem: arguments cannot be canonicalized (RFC 8785)")
-	}
-	if plain == 1 {
-		// One "op_id" spelled plainly: drop the member from the canonical
-		// form, where it is a top-level key only if it follows '{' or ','
-		// at depth 1.
-		canon = dropMember(canon, OpIDArgument)
 	}
 	h := sha256.New()
 	h.Write(canon)

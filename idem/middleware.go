@@ -63,11 +63,12 @@ type call[In, Out any] struct {
 	req    *mcp.CallToolRequest
 	in     In
 
-	tool  string
-	scope string
-	opID  string
-	fp    string
-	key   Key
+	tool    string
+	scope   string
+	opID    string
+	fp      string
+	key     Key
+	attempt string // the id in the op record the latest attempt wrote
 }
 
 // errRollback makes Store.Run roll back a transaction whose result is sent
@@ -176,10 +177,12 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		if err != nil {
 			return fmt.Errorf("idem: encoding output: %w", err)
 		}
+		cl.attempt = newAttemptID()
 		rec := OpRecord{
 			Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: cl.fp,
 			Result: resJSON, Output: outJSON,
 			CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
+			Attempt: cl.attempt,
 		}
 		err = tx.Create(tctx, cl.key, &rec, WithExpiry(rec.ExpiresAt), CreateAtCommit())
 		if errors.Is(err, ErrExists) {
@@ -338,9 +341,17 @@ func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterC
 		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
 		if err == nil && rec.Fingerprint == cl.fp {
 			if res, out, err := decodeStored[Out](rec); err == nil {
-				// The commit landed: its after-commit hooks are due.
-				hooks.run(context.WithoutCancel(ctx))
-				delete(res.Meta, MetaReplayed)
+				if cl.attempt != "" && rec.Attempt == cl.attempt {
+					// Our commit landed: its after-commit hooks are due.
+					hooks.run(context.WithoutCancel(ctx))
+					delete(res.Meta, MetaReplayed)
+					return res, out, nil
+				}
+				// Another call's commit (a repeat that reached this
+				// process before its first answer, or raced it): ours did
+				// not land, since the op record cannot be created twice.
+				// Answer as a replay; our hooks are not due.
+				cl.event(ctx, cl.c.onReplay, nil)
 				return res, out, nil
 			}
 		}

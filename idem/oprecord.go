@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,6 +29,21 @@ type OpRecord struct {
 	Output      json.RawMessage `json:"output,omitempty"` // the handler's typed output
 	CommittedAt time.Time       `json:"committed_at"`
 	ExpiresAt   time.Time       `json:"expires_at"`
+	// Attempt names the transaction attempt that wrote the record, unique
+	// across processes: after a commit of unknown outcome the middleware
+	// tells its own commit from another call's by it.
+	Attempt string `json:"attempt,omitempty"`
+}
+
+var (
+	attemptPrefix = strconv.FormatUint(rand.Uint64(), 36) // this process
+	attemptSeq    atomic.Uint64
+)
+
+// newAttemptID returns an id no other attempt, in this process or another,
+// has: a random per-process prefix and a counter.
+func newAttemptID() string {
+	return attemptPrefix + "." + strconv.FormatUint(attemptSeq.Add(1), 36)
 }
 
 // opAnswer is the part of an op record a replay needs: decoding only it

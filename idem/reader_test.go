@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -162,5 +163,104 @@ func TestDuplicateFromElsewhereIsCaughtAtCommit(t *testing.T) {
 	}
 	if runs != 2 {
 		t.Errorf("handler ran %d times, want 2 (A, and B's rolled-back attempt)", runs)
+	}
+}
+
+// pgLikeStore is a memory store that honours CreateAtCommit the way the
+// PostgreSQL store does (the create goes out with the COMMIT), and can lose
+// the connection while that batch is in flight: the server refused the
+// create (a live record was there), nothing committed, but the client only
+// learns ErrUnknownOutcome.
+type pgLikeStore struct {
+	*memory.Store
+	loseCommit bool
+}
+
+type deferredCreate struct {
+	k    idem.Key
+	doc  any
+	opts []idem.WriteOption
+}
+
+type deferTx struct {
+	idem.Tx
+	pending []deferredCreate
+}
+
+func (t *deferTx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+	if idem.ApplyWriteOptions(opts).AtCommit {
+		t.pending = append(t.pending, deferredCreate{k, doc, opts})
+		return nil
+	}
+	return t.Tx.Create(ctx, k, doc, opts...)
+}
+
+var errLost = errors.New("connection lost during commit")
+
+func (s *pgLikeStore) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	err := s.Store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		dt := &deferTx{Tx: tx}
+		if err := fn(ctx, dt); err != nil {
+			return err
+		}
+		for _, p := range dt.pending {
+			if err := tx.Create(ctx, p.k, p.doc, p.opts...); errors.Is(err, idem.ErrExists) {
+				if s.loseCommit {
+					return errLost
+				}
+				return fmt.Errorf("%w: live document", idem.ErrConflict)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errLost) {
+		return fmt.Errorf("%w: %w", idem.ErrUnknownOutcome, err)
+	}
+	return err
+}
+
+// A repeat reaching another process (a handler that has not answered the op)
+// skips the read, runs the handler, and its commit, refused because the first
+// call's op record is there, ends in an unknown outcome. The lookup finds the
+// first call's record (same fingerprint) but not this attempt's: the answer
+// is a replay and this attempt's AfterCommit hooks do not run. With
+// ReadFirst the repeat is a plain replay.
+func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("ReadFirst=", readFirst), func(t *testing.T) {
+			ctx := context.Background()
+			s := &pgLikeStore{Store: memory.New()}
+			hooks, runs := 0, 0
+			h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
+				runs++
+				if err := idem.AfterCommit(ctx, func(context.Context) { hooks++ }); err != nil {
+					return nil, nil, err
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil, tx.Put(ctx, idem.Key{Collection: "c", ID: "x"}, map[string]int{"n": runs})
+			}
+			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "send", Arguments: json.RawMessage(`{"session":"s","op_id":"op-1"}`)}}
+			hA := idem.Tool(s, h, idem.OpID())
+			var opts = []idem.Option{idem.OpID()}
+			if readFirst {
+				opts = append(opts, idem.ReadFirst())
+			}
+			hB := idem.Tool(s, h, opts...)
+			if _, _, err := hA(ctx, req, stopArgs{Session: "s"}); err != nil {
+				t.Fatal(err)
+			}
+			s.loseCommit = true
+			res, _, err := hB(ctx, req, stopArgs{Session: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hooks != 1 {
+				t.Errorf("after-commit hooks ran %d times for one committed op, want 1 (handler ran %d times)", hooks, runs)
+			}
+			if res.Meta[idem.MetaReplayed] != true {
+				t.Errorf("repeat answered %s, not marked replayed", mustJSON(res))
+			}
+		})
 	}
 }

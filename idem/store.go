@@ -115,10 +115,11 @@ type Store interface {
 // A Reader is a Store that can read one document outside any transaction,
 // seeing the latest committed state, with expiry applied as by Tx.Get. Stores
 // implement it when one read costs less than a transaction (one round trip
-// where Run needs BEGIN, SELECT and COMMIT). The middleware then answers a
-// replay with one read, and lets the first attempt of a new operation skip
-// reading its op record inside the transaction: the op record's Create (with
-// [CreateAtCommit]) still refuses a concurrent duplicate.
+// where Run needs BEGIN, SELECT and COMMIT). The middleware then lets the
+// first attempt of an operation skip reading its op record inside the
+// transaction, since the op record's Create (with [CreateAtCommit]) still
+// refuses a duplicate; it answers a repeat of an op id it answered lately
+// (or every call, with [ReadFirst]) with one Read before the transaction.
 type Reader interface {
 	// Read reads the live document at k into dst (dst may be nil) and
 	// returns its version, or ErrNotFound.

@@ -378,3 +378,44 @@ func TestConcurrentIdenticalCalls(t *testing.T) {
 	}
 	t.Logf("handler ran %d times (losing transactions rolled back)", executions.Load())
 }
+
+// A deposit committed by process A; the client's repeat reaches process B,
+// which has not answered the op, so B skips the read, runs the handler, and
+// sends [insert op record + COMMIT]. The server refuses the insert (A's
+// record is live) and nothing of B commits, but B loses the reply: unknown
+// outcome. B's lookup finds A's record, not B's attempt's: B answers it as a
+// replay and does not run its own AfterCommit hooks.
+func TestRepeatElsewhereWithLostReplyIsAReplay(t *testing.T) {
+	pool := newCuttingPool(t)
+	b := newBank(t, pool, nil)
+	var hooks atomic.Int32
+	var armB atomic.Bool
+	mk := func(cut *atomic.Bool) func(ctx context.Context, ptx pgx.Tx) error {
+		return func(ctx context.Context, ptx pgx.Tx) error {
+			if cut != nil && cut.CompareAndSwap(true, false) {
+				armCut(t, ptx)
+			}
+			return idem.AfterCommit(ctx, func(context.Context) { hooks.Add(1) })
+		}
+	}
+	toolA := b.tool(mk(nil))
+	toolB := b.tool(mk(&armB))
+	in := depositIn{Account: "alice", Amount: 6, OpID: "review-elsewhere"}
+	if res := call(t, toolA, in); res.IsError {
+		t.Fatalf("A: %q", text(res))
+	}
+	armB.Store(true)
+	res := call(t, toolB, in)
+	if res.IsError {
+		t.Fatalf("B: %q (code %q)", text(res), errorCode(res))
+	}
+	if n := hooks.Load(); n != 1 {
+		t.Errorf("after-commit hooks ran %d times for one deposit, want 1", n)
+	}
+	if !replayed(res) {
+		t.Errorf("B's answer %q is not marked replayed, though B committed nothing", text(res))
+	}
+	if s := b.state(t, in.OpID); s != (state{balance: 6, transfers: 1, opRecord: true}) {
+		t.Fatalf("state %+v", s)
+	}
+}
