@@ -92,3 +92,28 @@ func FuzzFingerprintFastPath(f *testing.F) {
 		}
 	})
 }
+
+// parseArgs agrees with decoding the whole object into a map, for the
+// members it is asked for.
+func FuzzParseArgs(f *testing.F) {
+	for _, s := range []string{` { "op_id" : "a" , "k":[1, {"}":"]"}] ,"op_id":"b"} `, `{"op\u005fid":"x","k":null}`, `{}`, `[1]`, `{"k":"\\\""}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := parseArgs(data, OpIDArgument, "k")
+		var all map[string]json.RawMessage
+		if json.Unmarshal(data, &all) != nil || all == nil {
+			if got != nil {
+				t.Fatalf("%q: not an object, but parsed %v", data, got)
+			}
+			return
+		}
+		for _, name := range []string{OpIDArgument, "k"} {
+			g, gok := got[name]
+			w, wok := all[name]
+			if gok != wok || !bytes.Equal(g, w) {
+				t.Fatalf("%q: member %s = %q (%v), want %q (%v)", data, name, g, gok, w, wok)
+			}
+		}
+	})
+}

@@ -2,6 +2,8 @@ package idem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,9 +68,13 @@ type call[In, Out any] struct {
 	tool    string
 	scope   string
 	opID    string
-	fp      string
 	key     Key
 	attempt string // the id in the op record the latest attempt wrote
+
+	inJSON []byte // the decoded arguments, encoded by encoding/json
+	fp     string // see fingerprint
+	fpErr  error
+	hash   string // see argsHash
 }
 
 // errRollback makes Store.Run roll back a transaction whose result is sent
@@ -81,7 +87,7 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, e
 		return refuse[Out](ctx, NewError(CodeInternal, "no tool call request"))
 	}
 	cl.tool = cl.req.Params.Name
-	args := parseArgs(cl.req.Params.Arguments)
+	args := parseArgs(cl.req.Params.Arguments, cl.c.argNames...)
 	if cl.c.opID {
 		id, err := opIDOf(args, cl.req.Params.Meta)
 		if err != nil {
@@ -99,12 +105,9 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, e
 	if cl.opID == "" {
 		return cl.runPlain(ctx)
 	}
-	inJSON, err := json.Marshal(cl.in)
-	if err != nil {
+	var err error
+	if cl.inJSON, err = json.Marshal(cl.in); err != nil {
 		return refuse[Out](ctx, cl.internal(ctx, "encoding arguments", err))
-	}
-	if cl.fp, err = Fingerprint(inJSON); err != nil {
-		return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
 	}
 	cl.key = OpKey(cl.scope, cl.tool, cl.opID)
 
@@ -138,9 +141,15 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 	// skips it, and a duplicate from elsewhere costs a retried transaction
 	// instead (see docs/middleware.md, "Reading the op record").
 	skipRead := false
-	if r, ok := cl.s.(Reader); ok && !cl.c.readFirst && !cl.recent.has(cl.key) {
-		skipRead = true
-	} else if ok {
+	r, ok := cl.s.(Reader)
+	if !ok || !cl.c.readFirst && !cl.recent.has(cl.key) {
+		// A first call, most likely: the op record will need the
+		// fingerprint. (A repeat read first may not: see sameArgs.)
+		if _, err := cl.fingerprint(); err != nil {
+			return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
+		}
+		skipRead = ok
+	} else {
 		var rec opAnswer
 		_, err := r.Read(ctx, cl.key, &rec)
 		switch {
@@ -177,9 +186,13 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		if err != nil {
 			return fmt.Errorf("idem: encoding output: %w", err)
 		}
+		fp, err := cl.fingerprint()
+		if err != nil {
+			return fmt.Errorf("idem: fingerprinting arguments: %w", err)
+		}
 		cl.attempt = newAttemptID()
 		rec := OpRecord{
-			Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: cl.fp,
+			Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: fp, ArgsHash: cl.argsHash(),
 			Result: resJSON, Output: outJSON,
 			CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
 			Attempt: cl.attempt,
@@ -222,7 +235,7 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 // fromRecord answers from a live op record: its result if the arguments
 // match, key_reused if they do not.
 func (cl *call[In, Out]) fromRecord(rec *OpRecord, o *outcome[Out]) error {
-	if rec.Fingerprint != cl.fp {
+	if !cl.sameArgs(rec) {
 		return NewError(CodeKeyReused, "this op_id was already used with other arguments; mint a new op_id for a new operation")
 	}
 	res, out, err := decodeStored[Out](rec)
@@ -240,6 +253,37 @@ func (cl *call[In, Out]) runPlain(ctx context.Context) (*mcp.CallToolResult, Out
 		return cl.runHandler(ctx, tctx, tx, &o)
 	})
 	return cl.finish(ctx, &o, hooks, err)
+}
+
+// sameArgs reports whether rec was stored for this call's arguments: their
+// encoding byte for byte, or else the same canonical fingerprint.
+func (cl *call[In, Out]) sameArgs(rec *OpRecord) bool {
+	if rec.ArgsHash != "" && rec.ArgsHash == cl.argsHash() {
+		if cl.fp == "" {
+			cl.fp = rec.Fingerprint // for logs and events
+		}
+		return true
+	}
+	fp, err := cl.fingerprint()
+	return err == nil && fp == rec.Fingerprint
+}
+
+// fingerprint returns the call's [Fingerprint], computed once.
+func (cl *call[In, Out]) fingerprint() (string, error) {
+	if cl.fp == "" && cl.fpErr == nil {
+		cl.fp, cl.fpErr = Fingerprint(cl.inJSON)
+	}
+	return cl.fp, cl.fpErr
+}
+
+// argsHash returns the hex SHA-256 of the call's arguments as encoding/json
+// wrote them, computed once.
+func (cl *call[In, Out]) argsHash() string {
+	if cl.hash == "" {
+		sum := sha256.Sum256(cl.inJSON)
+		cl.hash = hex.EncodeToString(sum[:])
+	}
+	return cl.hash
 }
 
 // runHandler calls the handler with a context that has the transaction's
@@ -339,7 +383,7 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterCommitList) (*mcp.CallToolResult, Out, error) {
 	if cl.opID != "" {
 		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
-		if err == nil && rec.Fingerprint == cl.fp {
+		if err == nil && cl.sameArgs(rec) {
 			if res, out, err := decodeStored[Out](rec); err == nil {
 				if cl.attempt != "" && rec.Attempt == cl.attempt {
 					// Our commit landed: its after-commit hooks are due.

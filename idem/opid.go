@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -42,16 +44,58 @@ func ValidateOpID(id string) error {
 	return nil
 }
 
-// parseArgs splits a call's arguments into members. Arguments that are not
-// a JSON object give a nil map (the SDK's own validation reports them).
-func parseArgs(args json.RawMessage) map[string]json.RawMessage {
-	var obj map[string]json.RawMessage
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &obj); err != nil {
-			return nil
+// parseArgs returns the members of a call's arguments named in want (the
+// last of duplicate members, as json.Unmarshal keeps), their values sharing
+// args' bytes. Arguments that are not a JSON object give a nil map (the SDK's
+// own validation reports them).
+func parseArgs(args json.RawMessage, want ...string) map[string]json.RawMessage {
+	if len(args) == 0 || !json.Valid(args) {
+		return nil
+	}
+	i := skipSpace(args, 0)
+	if args[i] != '{' {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(want))
+	for i = skipSpace(args, i+1); args[i] == '"'; i = skipSpace(args, i+1) {
+		// A valid object: a key string, ':', a value, then ',' or '}'.
+		end := stringEnd(args, i)
+		key := string(args[i+1 : end])
+		if bytes.IndexByte(args[i:end], '\\') >= 0 {
+			if err := json.Unmarshal(args[i:end+1], &key); err != nil {
+				return nil
+			}
+		}
+		start := skipSpace(args, skipSpace(args, end+1)+1) // past ':'
+		stop := valueEnd(args, start)
+		if slices.Contains(want, key) {
+			out[key] = bytes.TrimRight(args[start:stop], " \t\r\n")
+		}
+		if i = stop; args[i] == '}' {
+			break
 		}
 	}
-	return obj
+	return out
+}
+
+// skipSpace returns the index of the first byte at or after i in the valid
+// JSON text b that is not white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index of the quote that closes the string opening
+// at i in the valid JSON text b.
+func stringEnd(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i
 }
 
 // opIDOf extracts the op id from the argument members and _meta of a call.

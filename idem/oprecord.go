@@ -21,10 +21,15 @@ const OpCollection = "idem_ops"
 // An OpRecord is the stored outcome of one operation, written in the same
 // transaction as the change it made.
 type OpRecord struct {
-	Scope       string          `json:"scope"`
-	Tool        string          `json:"tool"`
-	OpID        string          `json:"op_id"`
-	Fingerprint string          `json:"fingerprint"`
+	Scope       string `json:"scope"`
+	Tool        string `json:"tool"`
+	OpID        string `json:"op_id"`
+	Fingerprint string `json:"fingerprint"`
+	// ArgsHash is the hex SHA-256 of the arguments as encoding/json wrote
+	// them: a repeat whose encoding is the same byte for byte matches
+	// without computing its fingerprint. Any other is compared by
+	// fingerprint.
+	ArgsHash    string          `json:"args_hash,omitempty"`
 	Result      json.RawMessage `json:"result"`           // the *mcp.CallToolResult the handler returned
 	Output      json.RawMessage `json:"output,omitempty"` // the handler's typed output
 	CommittedAt time.Time       `json:"committed_at"`
@@ -50,12 +55,13 @@ func newAttemptID() string {
 // skips the rest of the record.
 type opAnswer struct {
 	Fingerprint string          `json:"fingerprint"`
+	ArgsHash    string          `json:"args_hash"`
 	Result      json.RawMessage `json:"result"`
 	Output      json.RawMessage `json:"output,omitempty"`
 }
 
 func (a *opAnswer) record() *OpRecord {
-	return &OpRecord{Fingerprint: a.Fingerprint, Result: a.Result, Output: a.Output}
+	return &OpRecord{Fingerprint: a.Fingerprint, ArgsHash: a.ArgsHash, Result: a.Result, Output: a.Output}
 }
 
 // OpKey returns the key of the op record of (scope, tool, opID). The id is a

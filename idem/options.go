@@ -22,6 +22,7 @@ type config struct {
 	logger       *slog.Logger
 	busyAfter    time.Duration
 	readFirst    bool
+	argNames     []string // the arguments the middleware reads: op_id and keys
 	onReplay     func(context.Context, Event)
 	onKeyReused  func(context.Context, Event)
 	onUnknown    func(context.Context, Event)
@@ -40,6 +41,7 @@ func newConfig(opts []Option) *config {
 			o.apply(c)
 		}
 	}
+	c.argNames = append([]string{OpIDArgument}, c.keys...)
 	return c
 }
 

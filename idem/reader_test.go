@@ -264,3 +264,30 @@ func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
 		})
 	}
 }
+
+// A repeat whose arguments encode to other bytes (member order) but the
+// same canonical form replays; one with another value is key_reused.
+func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	runs := 0
+	tool := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+		runs++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("run ", runs)}}}, nil, nil
+	}, idem.OpID())
+	call := func(args string) *mcp.CallToolResult {
+		t.Helper()
+		res, _, err := tool(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(args)}}, json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	call(`{"a":1,"b":2,"op_id":"o"}`)
+	if res := call(`{"op_id":"o","b":2.0,"a":1}`); res.IsError || res.Meta[idem.MetaReplayed] != true || runs != 1 {
+		t.Errorf("reordered arguments: %s, handler ran %d times; want a replay", mustJSON(res), runs)
+	}
+	if res := call(`{"a":1,"b":3,"op_id":"o"}`); res.Meta[idem.MetaError] != string(idem.CodeKeyReused) {
+		t.Errorf("changed arguments: %s, want key_reused", mustJSON(res))
+	}
+}

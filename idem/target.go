@@ -55,7 +55,7 @@ func HasOpID(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
-	id, err := opIDOf(parseArgs(req.Params.Arguments), req.Params.Meta)
+	id, err := opIDOf(parseArgs(req.Params.Arguments, OpIDArgument), req.Params.Meta)
 	return id != "" || err != nil
 }
 
