@@ -236,7 +236,16 @@ func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, er
 		doc []byte
 		exp *time.Time
 	)
-	err := s.pool.QueryRow(ctx, s.q.get, k.Collection, k.ID).Scan(&v, &doc, &exp)
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: acquiring a connection: %w", err)
+	}
+	defer c.Release()
+	// By its prepared name, as in transactions (see tx.prepared).
+	name := s.q.names[s.q.get]
+	if _, err = c.Conn().Prepare(ctx, name, s.q.get); err == nil {
+		err = c.QueryRow(ctx, name, k.Collection, k.ID).Scan(&v, &doc, &exp)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, idem.ErrNotFound
 	}
@@ -279,5 +288,3 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	}
 	return total, nil
 }
-
-var serializable = pgx.TxOptions{IsoLevel: pgx.Serializable}

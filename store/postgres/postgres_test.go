@@ -166,3 +166,63 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A lost race fails a batch, after which pgx forgets its cached statements
+// for every query in it; the store's own statements are prepared by name,
+// so the connection's next transactions prepare nothing again.
+func TestLostRaceDoesNotReprepare(t *testing.T) {
+	pool := newPool(t, 1) // one connection: every Run and query below is on it
+	s := newStore(t, pool, &postgres.Options{MaxAttempts: 2})
+	ctx := context.Background()
+	k := idem.Key{Collection: "docs", ID: "taken"}
+	create := func(key idem.Key) error {
+		return s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			if _, err := tx.Get(ctx, idem.Key{Collection: "docs", ID: "other"}, nil); !errors.Is(err, idem.ErrNotFound) {
+				return err
+			}
+			return tx.Create(ctx, key, map[string]int{"n": 1}, idem.CreateAtCommit())
+		})
+	}
+	// prepared lists the session's prepared statements (but the one
+	// listing them) with when each was prepared.
+	prepared := func() map[string]time.Time {
+		rows, err := pool.Query(ctx, "SELECT name, prepare_time FROM pg_prepared_statements WHERE statement NOT LIKE '%pg_prepared_statements%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]time.Time{}
+		for rows.Next() {
+			var name string
+			var at time.Time
+			if err := rows.Scan(&name, &at); err != nil {
+				t.Fatal(err)
+			}
+			m[name] = at
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, id := range []string{"taken", "warm"} {
+		if err := create(idem.Key{Collection: "docs", ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := prepared()
+	if len(before) == 0 {
+		t.Fatal("no prepared statements after two transactions")
+	}
+	if err := create(k); !errors.Is(err, idem.ErrConflict) {
+		t.Fatalf("create of a live key = %v, want ErrConflict", err)
+	}
+	if err := create(idem.Key{Collection: "docs", ID: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	after := prepared()
+	for name, at := range before {
+		if got, ok := after[name]; !ok || !got.Equal(at) {
+			t.Errorf("statement %s prepared again after the lost race (at %v, then %v, still there: %v)", name, at, got, ok)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -21,7 +23,16 @@ type queries struct {
 	update       string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 version, $6 now -> version
 	delete       string // $1 collection, $2 id, $3 version (0: any), $4 now -> version
 	sweep        string // $1 now, $2 limit
+
+	// names holds, for each statement a transaction sends (BEGIN and
+	// COMMIT included), the name it is prepared under on a connection.
+	names map[string]string
 }
+
+const (
+	beginSQL  = "begin isolation level serializable"
+	commitSQL = "commit"
+)
 
 func newQueries(prefix string) queries {
 	table := pgx.Identifier{prefix + "idem_docs"}.Sanitize()
@@ -77,5 +88,10 @@ RETURNING version`)
 )
 DELETE FROM {t} d USING victims v
 WHERE d.collection = v.collection AND d.id = v.id AND d.expires_at <= $1`)
+	q.names = make(map[string]string)
+	for _, sql := range []string{q.get, q.create, q.createOrFail, q.put, q.update, q.delete, beginSQL, commitSQL} {
+		sum := sha256.Sum256([]byte(sql))
+		q.names[sql] = "idemkit_" + hex.EncodeToString(sum[:8])
+	}
 	return q
 }

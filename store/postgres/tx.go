@@ -73,21 +73,26 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 		if last == nil {
 			return nil
 		}
-		var err error
-		if last.scan == nil {
+		sql, err := t.prepared(ctx, last.sql)
+		switch {
+		case err != nil:
+		case last.scan == nil:
 			var tag pgconn.CommandTag
-			tag, err = t.conn.Exec(ctx, last.sql, last.args...)
+			tag, err = t.conn.Exec(ctx, sql, last.args...)
 			if err == nil && last.exec != nil {
 				last.exec(tag)
 			}
-		} else {
-			err = last.scan(t.conn.QueryRow(ctx, last.sql, last.args...))
+		default:
+			err = last.scan(t.conn.QueryRow(ctx, sql, last.args...))
 		}
 		return t.fail(err)
 	}
-	b := t.batch()
-	if last != nil {
-		queue(b, *last)
+	b, err := t.batch(ctx)
+	if err == nil && last != nil {
+		err = t.queueOn(ctx, b, *last)
+	}
+	if err != nil {
+		return t.fail(err)
 	}
 	br := t.conn.SendBatch(ctx, b)
 	if t.ptx == nil {
@@ -98,20 +103,48 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 
 // batch starts the next round trip: BEGIN if the transaction has not begun,
 // then the queued writes, which it takes off the queue.
-func (t *tx) batch() *pgx.Batch {
+func (t *tx) batch(ctx context.Context) (*pgx.Batch, error) {
 	b := &pgx.Batch{}
 	if t.ptx == nil {
-		b.BeginTx(serializable)
+		begin, err := t.prepared(ctx, beginSQL)
+		if err != nil {
+			return nil, err
+		}
+		// BeginQuery may name a prepared statement, as any query may.
+		b.BeginTx(pgx.TxOptions{IsoLevel: pgx.Serializable, BeginQuery: begin})
 	}
 	for _, p := range t.queue {
-		queue(b, p)
+		if err := t.queueOn(ctx, b, p); err != nil {
+			return nil, err
+		}
 	}
 	t.queue = nil
-	return b
+	return b, nil
 }
 
-func queue(b *pgx.Batch, p pending) {
-	q := b.Queue(p.sql, p.args...)
+// prepared returns what to send for sql: for the store's own statements the
+// name of the statement prepared on this connection (once per connection:
+// pgx keeps it), else sql. pgx forgets the statements it cached for every
+// query of a batch that fails, so with cached statements each lost race
+// (a serialization failure, a create that met a live document) would make
+// the connection's next call prepare them again, two round trips more.
+func (t *tx) prepared(ctx context.Context, sql string) (string, error) {
+	name, ok := t.s.q.names[sql]
+	if !ok {
+		return sql, nil
+	}
+	if _, err := t.conn.Prepare(ctx, name, sql); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func (t *tx) queueOn(ctx context.Context, b *pgx.Batch, p pending) error {
+	sql, err := t.prepared(ctx, p.sql)
+	if err != nil {
+		return err
+	}
+	q := b.Queue(sql, p.args...)
 	switch {
 	case p.scan != nil:
 		q.QueryRow(p.scan)
@@ -121,6 +154,7 @@ func queue(b *pgx.Batch, p pending) {
 			return nil
 		})
 	}
+	return nil
 }
 
 // fail records a statement error: PostgreSQL has aborted the transaction.
@@ -429,9 +463,18 @@ func (t *tx) commit(ctx context.Context) error {
 			return errors.New("postgres: the transaction was ended through the native handle before Run could commit it")
 		}
 	}
-	b := t.batch()
+	b, err := t.batch(ctx)
+	var commit string
+	if err == nil {
+		commit, err = t.prepared(ctx, commitSQL)
+	}
+	if err != nil {
+		// Nothing was sent: not committed.
+		t.rollback(ctx)
+		return fmt.Errorf("postgres: commit not sent: %w", mapErr(err))
+	}
 	rolledBack := false
-	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(commit).Exec(func(ct pgconn.CommandTag) error {
 		rolledBack = ct.String() == "ROLLBACK"
 		return nil
 	})
@@ -439,7 +482,7 @@ func (t *tx) commit(ctx context.Context) error {
 	if t.ptx == nil {
 		t.ptx = br.Tx()
 	}
-	err := br.Close()
+	err = br.Close()
 	if err == nil {
 		if rolledBack {
 			return errors.New("postgres: the transaction rolled back at commit")
