@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -64,6 +65,10 @@ func Fingerprint(args json.RawMessage) (string, error) {
 // to drop it, the last of duplicate members counting as in the handler's
 // decoding; the canonicalizer rejects malformed input.
 func decodedFingerprint(trimmed []byte) (string, error) {
+	if !utf8.Valid(trimmed) {
+		// As the canonicalizer refuses it when there is no op_id to drop.
+		return "", errors.New("idem: arguments are not valid UTF-8")
+	}
 	var obj map[string]json.RawMessage
 	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
 		if err := json.Unmarshal(trimmed, &obj); err != nil {

@@ -216,3 +216,12 @@ func TestFingerprintDropsOnlyTopLevelOpID(t *testing.T) {
 		}
 	}
 }
+
+// Invalid UTF-8 is refused whether or not the arguments hold an op_id.
+func TestFingerprintRefusesInvalidUTF8(t *testing.T) {
+	for _, s := range []string{"{\"\xff\":1}", "{\"\xff\":1,\"op_id\":\"o\"}", "{\"k\":\"\xfe\",\"op\\u005fid\":\"o\"}"} {
+		if _, err := idem.Fingerprint(json.RawMessage(s)); err == nil {
+			t.Errorf("Fingerprint(%q): no error", s)
+		}
+	}
+}

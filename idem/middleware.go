@@ -159,6 +159,11 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 			skipRead = true
 		}
 		// Any other error: the transaction reads the op record itself.
+		// Either way the handler is about to run: arguments that cannot
+		// be fingerprinted are refused first, as on a first call.
+		if _, err := cl.fingerprint(); err != nil {
+			return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
+		}
 	}
 	attempt := 0
 	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
@@ -232,11 +237,13 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 	return cl.finish(ctx, &o, hooks, err)
 }
 
+const keyReusedMessage = "this op_id was already used with other arguments; mint a new op_id for a new operation"
+
 // fromRecord answers from a live op record: its result if the arguments
 // match, key_reused if they do not.
 func (cl *call[In, Out]) fromRecord(rec *OpRecord, o *outcome[Out]) error {
 	if !cl.sameArgs(rec) {
-		return NewError(CodeKeyReused, "this op_id was already used with other arguments; mint a new op_id for a new operation")
+		return NewError(CodeKeyReused, keyReusedMessage)
 	}
 	res, out, err := decodeStored[Out](rec)
 	if err != nil {
@@ -383,7 +390,12 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterCommitList) (*mcp.CallToolResult, Out, error) {
 	if cl.opID != "" {
 		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
-		if err == nil && cl.sameArgs(rec) {
+		if err == nil && !cl.sameArgs(rec) {
+			// Another call's record, with other arguments: ours cannot
+			// have been created beside it.
+			return cl.finish(ctx, &outcome[Out]{}, nil, NewError(CodeKeyReused, keyReusedMessage))
+		}
+		if err == nil {
 			if res, out, err := decodeStored[Out](rec); err == nil {
 				if cl.attempt != "" && rec.Attempt == cl.attempt {
 					// Our commit landed: its after-commit hooks are due.

@@ -1,10 +1,13 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -289,5 +292,81 @@ func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
 	}
 	if res := call(`{"a":1,"b":3,"op_id":"o"}`); res.Meta[idem.MetaError] != string(idem.CodeKeyReused) {
 		t.Errorf("changed arguments: %s, want key_reused", mustJSON(res))
+	}
+}
+
+// Arguments that cannot be fingerprinted are refused before the handler
+// runs, whether or not the op record is read first.
+func TestUnfingerprintableArgsNeverRunTheHandler(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		runs := 0
+		opts := []idem.Option{idem.OpID()}
+		if readFirst {
+			opts = append(opts, idem.ReadFirst())
+		}
+		tool := idem.Tool(memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+			runs++
+			return &mcp.CallToolResult{}, nil, nil
+		}, opts...)
+		args := `{"a":1e400,"op_id":"o"}` // beyond a double: RFC 8785 refuses it
+		res, _, err := tool(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(args)}}, json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs != 0 || res.Meta[idem.MetaError] != string(idem.CodeInternal) {
+			t.Errorf("ReadFirst=%v: handler ran %d times, answer %s; want no run, internal", readFirst, runs, mustJSON(res))
+		}
+	}
+}
+
+// A panic is logged with the call's fingerprint, whether or not the op
+// record is read first.
+func TestPanicLogCarriesFingerprint(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		var buf bytes.Buffer
+		opts := []idem.Option{idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, nil)))}
+		if readFirst {
+			opts = append(opts, idem.ReadFirst())
+		}
+		tool := idem.Tool(memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+			panic("boom")
+		}, opts...)
+		args := `{"a":1,"op_id":"o"}`
+		if _, _, err := tool(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(args)}}, json.RawMessage(args)); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), `"fingerprint":"`) {
+			t.Errorf("ReadFirst=%v: panic log has no fingerprint: %s", readFirst, buf.String())
+		}
+	}
+}
+
+// A repeat with other arguments that reaches another process, whose commit
+// is refused and whose reply is lost, finds a record of other arguments:
+// its own cannot have been created beside it, so the answer is key_reused,
+// not unknown_outcome.
+func TestUnknownOutcomeBesideOtherArgumentsIsKeyReused(t *testing.T) {
+	ctx := context.Background()
+	s := &pgLikeStore{Store: memory.New()}
+	hooks := 0
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
+		if err := idem.AfterCommit(ctx, func(context.Context) { hooks++ }); err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent " + in.Session}}}, nil, nil
+	}
+	req := func(session string) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "send", Arguments: json.RawMessage(`{"session":"` + session + `","op_id":"op-1"}`)}}
+	}
+	if _, _, err := idem.Tool(s, h, idem.OpID())(ctx, req("a"), stopArgs{Session: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	s.loseCommit = true
+	res, _, err := idem.Tool(s, h, idem.OpID())(ctx, req("b"), stopArgs{Session: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Meta[idem.MetaError] != string(idem.CodeKeyReused) || hooks != 1 {
+		t.Errorf("answer %s, hooks ran %d times; want key_reused and 1", mustJSON(res), hooks)
 	}
 }
