@@ -70,6 +70,11 @@ type Store struct {
 	maxBytes int
 	attempts int
 	q        queries
+	// named: the pool caches prepared statements (pgx's default mode), so
+	// the store's own statements are prepared by name (see tx.prepared).
+	// Other modes (the simple protocol behind a transaction-pooling
+	// PgBouncer, say) get the SQL itself, as before.
+	named bool
 }
 
 var (
@@ -85,7 +90,8 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("postgres: New needs a pool")
 	}
-	s := &Store{pool: pool, now: time.Now, maxBytes: 1 << 20, attempts: 32}
+	s := &Store{pool: pool, now: time.Now, maxBytes: 1 << 20, attempts: 32,
+		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	prefix := ""
 	if opts != nil {
 		prefix = opts.TablePrefix
@@ -242,9 +248,9 @@ func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, er
 	}
 	defer c.Release()
 	// By its prepared name, as in transactions (see tx.prepared).
-	name := s.q.names[s.q.get]
-	if _, err = c.Conn().Prepare(ctx, name, s.q.get); err == nil {
-		err = c.QueryRow(ctx, name, k.Collection, k.ID).Scan(&v, &doc, &exp)
+	var sql string
+	if sql, err = s.prepared(ctx, c.Conn(), s.q.get); err == nil {
+		err = c.QueryRow(ctx, sql, k.Collection, k.ID).Scan(&v, &doc, &exp)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, idem.ErrNotFound

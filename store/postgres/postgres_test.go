@@ -35,12 +35,18 @@ func serverURL(t testing.TB) string {
 
 // newPool connects a small pool to the test server, closed at cleanup.
 func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
+	return newPoolMode(t, maxConns, pgx.QueryExecModeCacheStatement)
+}
+
+// newPoolMode is newPool with the connections' default query mode.
+func newPoolMode(t testing.TB, maxConns int32, mode pgx.QueryExecMode) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(serverURL(t))
 	if err != nil {
 		t.Fatalf("parsing IDEMKIT_POSTGRES_URL: %v", err)
 	}
 	cfg.MaxConns = maxConns
+	cfg.ConnConfig.DefaultQueryExecMode = mode
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("connecting: %v", err)
@@ -86,6 +92,35 @@ func TestConformance(t *testing.T) {
 		},
 		MaxDocumentBytes: 64 << 10,
 	})
+}
+
+// TestConformanceSimpleProtocol: a pool that sends no prepared statements
+// (as behind a transaction-pooling PgBouncer) gets none from the store
+// either, and the store passes the contract and middleware suites on it.
+func TestConformanceSimpleProtocol(t *testing.T) {
+	serverURL(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T, now func() time.Time) idem.Store {
+			pool := newPoolMode(t, 8, pgx.QueryExecModeSimpleProtocol)
+			return newStore(t, pool, &postgres.Options{Now: now, MaxDocumentBytes: 64 << 10})
+		},
+		MaxDocumentBytes: 64 << 10,
+	})
+	pool := newPoolMode(t, 1, pgx.QueryExecModeSimpleProtocol)
+	s := newStore(t, pool, nil)
+	k := idem.Key{Collection: "docs", ID: "k"}
+	if err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		return tx.Create(ctx, k, map[string]int{"n": 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(context.Background(), k, nil); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_prepared_statements").Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d statements prepared on a simple-protocol connection (%v), want 0", n, err)
+	}
 }
 
 // TestDeferredCreateFindsLiveDocument: a Create of a key this Tx read as

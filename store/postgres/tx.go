@@ -129,11 +129,15 @@ func (t *tx) batch(ctx context.Context) (*pgx.Batch, error) {
 // (a serialization failure, a create that met a live document) would make
 // the connection's next call prepare them again, two round trips more.
 func (t *tx) prepared(ctx context.Context, sql string) (string, error) {
-	name, ok := t.s.q.names[sql]
-	if !ok {
+	return t.s.prepared(ctx, t.conn, sql)
+}
+
+func (s *Store) prepared(ctx context.Context, conn *pgx.Conn, sql string) (string, error) {
+	name, ok := s.q.names[sql]
+	if !ok || !s.named {
 		return sql, nil
 	}
-	if _, err := t.conn.Prepare(ctx, name, sql); err != nil {
+	if _, err := conn.Prepare(ctx, name, sql); err != nil {
 		return "", err
 	}
 	return name, nil
@@ -201,15 +205,18 @@ func retryable(err error) bool {
 	return false
 }
 
-func (t *tx) encode(doc any) ([]byte, error) {
+// encode returns doc as the JSON text of a jsonb argument: a string, which
+// pgx sends as jsonb with every query mode (a []byte would go as bytea in
+// the simple protocol).
+func (t *tx) encode(doc any) (string, error) {
 	b, err := idem.EncodeDocument(doc, t.s.maxBytes)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if holdsNUL(b) {
-		return nil, errors.New(`postgres: document holds a NUL character (\u0000), which jsonb cannot store`)
+		return "", errors.New(`postgres: document holds a NUL character (\u0000), which jsonb cannot store`)
 	}
-	return b, nil
+	return string(b), nil
 }
 
 // holdsNUL reports whether the JSON text b has a \u0000 escape, which jsonb
