@@ -176,16 +176,25 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 		return errors.New("postgres: Run needs a function")
 	}
 	var err error
+	restated := false // a stale statement was prepared again
 	for attempt := 0; attempt < s.attempts; attempt++ {
 		// The first retry after a Create at commit found a live document
-		// goes at once: it will read that document, not meet contention.
-		if attempt > 0 && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
+		// goes at once: it will read that document, not meet contention;
+		// so does the retry after statements were prepared again.
+		if attempt > 0 && !errors.Is(err, errStaleStatement) && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
 			if berr := idem.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
 				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
 			}
 		}
 		err = s.attempt(ctx, fn)
-		if err == nil || !retryable(err) {
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, errStaleStatement) && !restated {
+			restated = true
+			continue
+		}
+		if !retryable(err) {
 			return err
 		}
 	}
@@ -203,6 +212,12 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx ide
 	// Release closes the connection instead of pooling it if it is still
 	// in a transaction, so a failed rollback leaks nothing.
 	defer c.Release()
+	defer func() {
+		// After the rollback: deallocating needs an idle connection.
+		if s.forgetStale(ctx, c.Conn(), err) {
+			err = fmt.Errorf("%w: %w", errStaleStatement, err)
+		}
+	}()
 	t := &tx{s: s, ctx: ctx, conn: c.Conn(), absent: make(map[idem.Key]time.Time)}
 	defer func() {
 		if r := recover(); r != nil {
@@ -247,10 +262,16 @@ func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, er
 		return 0, fmt.Errorf("postgres: acquiring a connection: %w", err)
 	}
 	defer c.Release()
-	// By its prepared name, as in transactions (see tx.prepared).
-	var sql string
-	if sql, err = s.prepared(ctx, c.Conn(), s.q.get); err == nil {
-		err = c.QueryRow(ctx, sql, k.Collection, k.ID).Scan(&v, &doc, &exp)
+	// By its prepared name, as in transactions (see tx.prepared), once
+	// more if that statement was stale.
+	for range 2 {
+		var sql string
+		if sql, err = s.prepared(ctx, c.Conn(), s.q.get); err == nil {
+			err = c.QueryRow(ctx, sql, k.Collection, k.ID).Scan(&v, &doc, &exp)
+		}
+		if !s.forgetStale(ctx, c.Conn(), err) {
+			break
+		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, idem.ErrNotFound

@@ -261,3 +261,45 @@ func TestLostRaceDoesNotReprepare(t *testing.T) {
 		}
 	}
 }
+
+// A statement prepared by name that the server dropped (DISCARD ALL,
+// DEALLOCATE ALL) or can no longer run as prepared (a column's type
+// changed) is prepared again: the next Run and Read succeed.
+func TestStaleStatementsArePreparedAgain(t *testing.T) {
+	ctx := context.Background()
+	for _, change := range []string{"DISCARD ALL", "DEALLOCATE ALL", "ALTER TABLE {t} ALTER COLUMN doc TYPE json"} {
+		t.Run(change, func(t *testing.T) {
+			pool := newPool(t, 1) // one connection: the change reaches the store's statements
+			s := newStore(t, pool, nil)
+			k := idem.Key{Collection: "docs", ID: "k"}
+			run := func() error {
+				return s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+					var doc map[string]int
+					if _, err := tx.Get(ctx, k, &doc); err != nil && !errors.Is(err, idem.ErrNotFound) {
+						return err
+					}
+					return tx.Put(ctx, k, map[string]int{"n": doc["n"] + 1})
+				})
+			}
+			if err := run(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Read(ctx, k, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, strings.ReplaceAll(change, "{t}", s.Table())); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Read(ctx, k, nil); err != nil {
+				t.Errorf("Read after %s: %v", change, err)
+			}
+			if err := run(); err != nil {
+				t.Errorf("Run after %s: %v", change, err)
+			}
+			var doc map[string]int
+			if _, err := s.Read(ctx, k, &doc); err != nil || doc["n"] != 2 {
+				t.Errorf("document %v (%v), want n=2: both Runs committed once", doc, err)
+			}
+		})
+	}
+}

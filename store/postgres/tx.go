@@ -132,6 +132,31 @@ func (t *tx) prepared(ctx context.Context, sql string) (string, error) {
 	return t.s.prepared(ctx, t.conn, sql)
 }
 
+// errStaleStatement marks an attempt that failed on a statement prepared by
+// name that the server no longer has or can no longer run as prepared; Run
+// tries once more, preparing it again.
+var errStaleStatement = errors.New("postgres: a prepared statement of the store was stale")
+
+// forgetStale reports whether err says a statement the store prepared by
+// name is gone from conn (26000: DISCARD ALL, DEALLOCATE ALL) or no longer
+// fits its table (0A000: "cached plan must not change result type"), and if
+// so deallocates the store's statements there, so that their next use
+// prepares them again. pgx forgets a statement of its own cache after such
+// an error; one prepared by name it keeps until told. conn must be idle.
+func (s *Store) forgetStale(ctx context.Context, conn *pgx.Conn, err error) bool {
+	var pe *pgconn.PgError
+	if !s.named || !errors.As(err, &pe) || pe.Code != "26000" && pe.Code != "0A000" || conn.IsClosed() {
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	for _, name := range s.q.names {
+		if conn.Deallocate(ctx, name) != nil {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Store) prepared(ctx context.Context, conn *pgx.Conn, sql string) (string, error) {
 	name, ok := s.q.names[sql]
 	if !ok || !s.named {
