@@ -176,25 +176,16 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 		return errors.New("postgres: Run needs a function")
 	}
 	var err error
-	restated := false // a stale statement was prepared again
 	for attempt := 0; attempt < s.attempts; attempt++ {
 		// The first retry after a Create at commit found a live document
-		// goes at once: it will read that document, not meet contention;
-		// so does the retry after statements were prepared again.
-		if attempt > 0 && !errors.Is(err, errStaleStatement) && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
+		// goes at once: it will read that document, not meet contention.
+		if attempt > 0 && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
 			if berr := idem.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
 				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
 			}
 		}
 		err = s.attempt(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, errStaleStatement) && !restated {
-			restated = true
-			continue
-		}
-		if !retryable(err) {
+		if err == nil || !retryable(err) {
 			return err
 		}
 	}
@@ -204,7 +195,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 	return fmt.Errorf("postgres: gave up after %d attempts: %w", s.attempts, err)
 }
 
-func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) (err error) {
+func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: acquiring a connection: %w", err)
@@ -212,13 +203,20 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx ide
 	// Release closes the connection instead of pooling it if it is still
 	// in a transaction, so a failed rollback leaks nothing.
 	defer c.Release()
-	defer func() {
-		// After the rollback: deallocating needs an idle connection.
-		if s.forgetStale(ctx, c.Conn(), err) {
-			err = fmt.Errorf("%w: %w", errStaleStatement, err)
-		}
-	}()
-	t := &tx{s: s, ctx: ctx, conn: c.Conn(), absent: make(map[idem.Key]time.Time)}
+	t, err := s.attemptOn(ctx, c.Conn(), fn)
+	// The error fn returned may hide the statement error (a closed
+	// pgx.Tx after a failed BEGIN): t.failed has it.
+	if s.forgetStale(ctx, c.Conn(), err, t.failed) {
+		// Once more, on this connection, which prepares them again.
+		_, err = s.attemptOn(ctx, c.Conn(), fn)
+	}
+	return err
+}
+
+// attemptOn runs fn in one transaction on conn and commits it, or rolls it
+// back; conn is idle again when it returns.
+func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx context.Context, tx idem.Tx) error) (t *tx, err error) {
+	t = &tx{s: s, ctx: ctx, conn: conn, absent: make(map[idem.Key]time.Time)}
 	defer func() {
 		if r := recover(); r != nil {
 			t.closed.Store(true)
@@ -230,15 +228,15 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx ide
 	t.closed.Store(true)
 	if err != nil {
 		t.rollback(ctx)
-		return err
+		return t, err
 	}
 	if t.failed != nil {
 		// fn went on after a statement failed, which aborted the
 		// transaction: nothing it wrote can commit.
 		t.rollback(ctx)
-		return fmt.Errorf("postgres: a statement in the transaction failed: %w", t.failed)
+		return t, fmt.Errorf("postgres: a statement in the transaction failed: %w", t.failed)
 	}
-	return t.commit(context.WithoutCancel(ctx))
+	return t, t.commit(context.WithoutCancel(ctx))
 }
 
 // Read implements idem.Reader: it reads the document at k into dst (dst may be

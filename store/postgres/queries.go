@@ -77,7 +77,7 @@ SET version = EXCLUDED.version, doc = EXCLUDED.doc, expires_at = EXCLUDED.expire
 WHERE collection = $1 AND id = $2 AND version = $5 AND (expires_at IS NULL OR expires_at > $6)
 RETURNING version`)
 	q.delete = r.Replace(`DELETE FROM {t}
-WHERE collection = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND (expires_at IS NULL OR expires_at > $4)
+WHERE collection = $1 AND id = $2 AND ($3::bigint = 0 OR version = $3::bigint) AND (expires_at IS NULL OR expires_at > $4)
 RETURNING version`)
 	q.sweep = r.Replace(`WITH victims AS (
 	SELECT collection, id FROM {t}

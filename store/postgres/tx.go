@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -132,29 +134,36 @@ func (t *tx) prepared(ctx context.Context, sql string) (string, error) {
 	return t.s.prepared(ctx, t.conn, sql)
 }
 
-// errStaleStatement marks an attempt that failed on a statement prepared by
-// name that the server no longer has or can no longer run as prepared; Run
-// tries once more, preparing it again.
-var errStaleStatement = errors.New("postgres: a prepared statement of the store was stale")
-
-// forgetStale reports whether err says a statement the store prepared by
-// name is gone from conn (26000: DISCARD ALL, DEALLOCATE ALL) or no longer
-// fits its table (0A000: "cached plan must not change result type"), and if
+// forgetStale reports whether one of errs says a statement the store
+// prepared by name is gone from conn (26000 naming it: after DISCARD ALL or
+// DEALLOCATE ALL) or no longer fits its table (0A000 from
+// RevalidateCachedQuery: "cached plan must not change result type"), and if
 // so deallocates the store's statements there, so that their next use
 // prepares them again. pgx forgets a statement of its own cache after such
 // an error; one prepared by name it keeps until told. conn must be idle.
-func (s *Store) forgetStale(ctx context.Context, conn *pgx.Conn, err error) bool {
-	var pe *pgconn.PgError
-	if !s.named || !errors.As(err, &pe) || pe.Code != "26000" && pe.Code != "0A000" || conn.IsClosed() {
+func (s *Store) forgetStale(ctx context.Context, conn *pgx.Conn, errs ...error) bool {
+	if !s.named || conn.IsClosed() || !slices.ContainsFunc(errs, staleStatement) {
 		return false
 	}
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	for _, name := range s.q.names {
 		if conn.Deallocate(ctx, name) != nil {
 			return false
 		}
 	}
 	return true
+}
+
+func staleStatement(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	// Messages may be localized; the routine and the statement's name
+	// are not.
+	return pe.Code == "26000" && strings.Contains(pe.Message, `"idemkit_`) ||
+		pe.Code == "0A000" && pe.Routine == "RevalidateCachedQuery"
 }
 
 func (s *Store) prepared(ctx context.Context, conn *pgx.Conn, sql string) (string, error) {
@@ -529,7 +538,10 @@ func (t *tx) commit(ctx context.Context) error {
 		// still talking to us: nothing committed.
 		t.rollback(ctx)
 		return mapErr(err)
-	case pgconn.SafeToRetry(err), errors.As(err, &pre):
+	case errors.As(err, &pre), t.s.named && pgconn.SafeToRetry(err):
+		// Only the pipelined batches of pgx's statement cache say
+		// reliably that nothing was sent: in the other modes a reply lost
+		// after the COMMIT went out can look safe to retry.
 		t.rollback(ctx)
 		return fmt.Errorf("postgres: commit not sent: %w", err)
 	default:
