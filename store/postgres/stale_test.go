@@ -232,3 +232,28 @@ func TestDeleteLargeVersion(t *testing.T) {
 		t.Errorf("Read after Delete = %v, want ErrNotFound", err)
 	}
 }
+
+// A connection that died before the COMMIT (a handler that ignored its own
+// statement's failure) gets "commit not sent" in every query mode, not an
+// unknown outcome: nothing was sent.
+func TestClosedBeforeCommitIsNotUnknown(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			pool := poolWith(t, 2, mode, nil, nil)
+			s := newStore(t, pool, nil)
+			k := idem.Key{Collection: "docs", ID: "closed-before-commit"}
+			err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+				var q postgres.Querier
+				tx.As(&q)
+				rows, _ := q.Query(ctx, "select pg_terminate_backend(pg_backend_pid())")
+				for rows.Next() {
+				}
+				rows.Close() // rows.Err() not checked
+				return tx.Put(ctx, k, 1)
+			})
+			if err == nil || errors.Is(err, idem.ErrUnknownOutcome) {
+				t.Errorf("connection closed before the COMMIT batch, Run = %v; want a plain error", err)
+			}
+		})
+	}
+}

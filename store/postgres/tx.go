@@ -160,9 +160,9 @@ func staleStatement(err error) bool {
 	if !errors.As(err, &pe) {
 		return false
 	}
-	// Messages may be localized; the routine and the statement's name
-	// are not.
-	return pe.Code == "26000" && strings.Contains(pe.Message, `"idemkit_`) ||
+	// Messages may be localized (quotes included: »«, «»); the routine
+	// and the statement's name are not.
+	return pe.Code == "26000" && pe.Routine == "FetchPreparedStatement" && strings.Contains(pe.Message, "idemkit_") ||
 		pe.Code == "0A000" && pe.Routine == "RevalidateCachedQuery"
 }
 
@@ -513,6 +513,11 @@ func (t *tx) commit(ctx context.Context) error {
 		// Nothing was sent: not committed.
 		t.rollback(ctx)
 		return fmt.Errorf("postgres: commit not sent: %w", mapErr(err))
+	}
+	if t.conn.IsClosed() {
+		// The connection died before: nothing is sent (in the simple
+		// protocol pgx would report this as it reports a lost reply).
+		return errors.New("postgres: commit not sent: the connection is closed")
 	}
 	rolledBack := false
 	b.Queue(commit).Exec(func(ct pgconn.CommandTag) error {
