@@ -23,7 +23,7 @@
 //     retries ([OpID]; the op_id argument or _meta["io.idemkit/op_id"]). The
 //     op id and the handler's result are stored in the same transaction as
 //     its writes, for a TTL; a repeat gets the stored result with
-//     _meta["io.idemkit/replayed"] = true and runs nothing.
+//     _meta["io.idemkit/replayed"] = true and nothing it does is kept.
 //
 // [AddTool] keeps the tool's metadata honest (idempotentHint only where it
 // holds, descriptions that say which arguments are keys and that op_id is

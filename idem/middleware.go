@@ -19,8 +19,11 @@ import (
 // HandlerFor is a typed tool handler that writes through tx. It mirrors
 // [mcp.ToolHandlerFor] with the transaction added: everything it writes
 // through tx commits together with the op record, or not at all. It must
-// have no effect outside tx (it may run again if its transaction loses a
-// race); outbound effects go through [AfterCommit].
+// have no effect outside tx: it may run again if its transaction loses a
+// race, and it may run, in a transaction that rolls back, on a repeat that
+// reaches a handler which has not answered the op lately (see [ReadFirst]).
+// Outbound effects go through [AfterCommit]; a handler that talks to the
+// client while it runs (progress, elicitation) may want [ReadFirst].
 //
 // Returning an error, a result with IsError set, or a result with input
 // requests rolls the transaction back and stores nothing, so a retry runs
@@ -32,7 +35,9 @@ type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolR
 //   - With an op id (see [OpID]) the call is identified by (scope, tool, op
 //     id). The first call runs h and stores its result in the same
 //     transaction as h's writes; a repeat returns the stored result with
-//     _meta["io.idemkit/replayed"] = true and runs nothing; a repeat with other
+//     _meta["io.idemkit/replayed"] = true and keeps nothing h does (h runs
+//     only when the repeat reaches a handler that has not answered the op
+//     lately, and its transaction rolls back); a repeat with other
 //     arguments is refused with key_reused; concurrent repeats wait for the
 //     first and then replay.
 //   - Without one, h runs in a transaction, and its keyed writes (see [Keys])
@@ -98,12 +103,15 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, e
 	if err := checkKeys(args, cl.c.keys); err != nil {
 		return refuse[Out](ctx, err)
 	}
-	cl.scope = cl.c.scope(ctx, cl.req)
-	if cl.c.requireScope && cl.scope == "" {
-		return refuse[Out](ctx, NewError(CodeScopeRequired, "this tool needs an authenticated caller"))
-	}
 	if cl.opID == "" {
+		if cl.c.requireScope && cl.c.scope(ctx, cl.req) == "" {
+			return refuse[Out](ctx, NewError(CodeScopeRequired, "this tool needs an authenticated caller"))
+		}
 		return cl.runPlain(ctx)
+	}
+	var refused *Error
+	if cl.scope, refused = cl.c.opScope(ctx, cl.req); refused != nil {
+		return refuse[Out](ctx, refused)
 	}
 	var err error
 	if cl.inJSON, err = json.Marshal(cl.in); err != nil {
@@ -230,6 +238,10 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		// in-transaction read would have.
 		var rec opAnswer
 		if _, rerr := cl.s.(Reader).Read(ctx, cl.key, &rec); rerr == nil {
+			var p *panicError
+			if errors.As(err, &p) {
+				cl.logPanic(ctx, p) // answered from the record, but still a bug to see
+			}
 			o = outcome[Out]{}
 			return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
 		}
@@ -353,8 +365,7 @@ func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *aft
 	case o.handler != nil:
 		var p *panicError
 		if errors.As(err, &p) {
-			cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: tool handler panicked; rolled back",
-				append(cl.attrs(), slog.Any("panic", p.value), slog.String("stack", string(p.stack)))...)
+			cl.logPanic(ctx, p)
 			return refuse[Out](ctx, NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry"))
 		}
 		var e *Error
@@ -424,6 +435,11 @@ func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterC
 func (cl *call[In, Out]) internal(ctx context.Context, msg string, err error) *Error {
 	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: "+msg, append(cl.attrs(), slog.String("error", err.Error()))...)
 	return NewError(CodeInternal, msg)
+}
+
+func (cl *call[In, Out]) logPanic(ctx context.Context, p *panicError) {
+	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: tool handler panicked; rolled back",
+		append(cl.attrs(), slog.Any("panic", p.value), slog.String("stack", string(p.stack)))...)
 }
 
 func (cl *call[In, Out]) attrs() []slog.Attr {

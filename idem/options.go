@@ -22,6 +22,7 @@ type config struct {
 	logger       *slog.Logger
 	busyAfter    time.Duration
 	readFirst    bool
+	customScope  bool     // Scope was given
 	argNames     []string // the arguments the middleware reads: op_id and keys
 	onReplay     func(context.Context, Event)
 	onKeyReused  func(context.Context, Event)
@@ -78,7 +79,7 @@ func TTL(d time.Duration) Option {
 func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option {
 	return Option{func(c *config) {
 		if f != nil {
-			c.scope = f
+			c.scope, c.customScope = f, true
 		}
 	}}
 }
@@ -149,6 +150,23 @@ func OnKeyReused(f func(context.Context, Event)) Option {
 // OnUnknownOutcome calls f when a commit's outcome cannot be known.
 func OnUnknownOutcome(f func(context.Context, Event)) Option {
 	return Option{func(c *config) { c.onUnknown = f }}
+}
+
+// opScope returns the scope of a call with an op id, or a refusal: with
+// RequireScope and no scope; or, under DefaultScope, for a caller that is
+// authenticated but whose token carries no user id, since every such caller
+// would share the empty scope and could replay another's result.
+func (c *config) opScope(ctx context.Context, req *mcp.CallToolRequest) (string, *Error) {
+	scope := c.scope(ctx, req)
+	switch {
+	case scope != "":
+		return scope, nil
+	case c.requireScope:
+		return "", NewError(CodeScopeRequired, "this tool needs an authenticated caller")
+	case !c.customScope && req != nil && req.Extra != nil && req.Extra.TokenInfo != nil:
+		return "", NewError(CodeScopeRequired, "the caller is authenticated but its token carries no user id, so its operations cannot be kept apart from other callers'; the server's token verifier must set one")
+	}
+	return "", nil
 }
 
 // DefaultScope returns the authenticated user id of the request

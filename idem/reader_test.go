@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -368,5 +369,63 @@ func TestUnknownOutcomeBesideOtherArgumentsIsKeyReused(t *testing.T) {
 	}
 	if res.Meta[idem.MetaError] != string(idem.CodeKeyReused) || hooks != 1 {
 		t.Errorf("answer %s, hooks ran %d times; want key_reused and 1", mustJSON(res), hooks)
+	}
+}
+
+// A caller whose token carries no user id would share the empty scope with
+// every other such caller: calls with an op id are refused with
+// scope_required (unless the server chose its own Scope); calls without one
+// do not need a scope.
+func TestTokenWithoutUserIDIsRefused(t *testing.T) {
+	ctx := context.Background()
+	runs := 0
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
+		runs++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	}
+	req := func(args string) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{
+			Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(args)},
+			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Scopes: []string{"notes"}}},
+		}
+	}
+	tool := idem.Tool(memory.New(), h, idem.OpID())
+	res, _, err := tool(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"})
+	if err != nil || res.Meta[idem.MetaError] != string(idem.CodeScopeRequired) || runs != 0 {
+		t.Errorf("op call: %v %s, handler ran %d times; want scope_required and no run", err, mustJSON(res), runs)
+	}
+	if res, _, err := tool(ctx, req(`{"session":"s"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 1 {
+		t.Errorf("call without an op id: %v %s; want it run", err, mustJSON(res))
+	}
+	own := idem.Tool(memory.New(), h, idem.OpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "" }))
+	if res, _, err := own(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 2 {
+		t.Errorf("own Scope: %v %s; want it run", err, mustJSON(res))
+	}
+}
+
+// A handler that panics on an attempt answered from a duplicate's record is
+// still logged.
+func TestPanicOnRepeatElsewhereIsLogged(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	panics := false
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
+		if panics {
+			panic("boom")
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(`{"session":"s","op_id":"op-1"}`)}}
+	if _, _, err := idem.Tool(s, h, idem.OpID())(ctx, req, stopArgs{Session: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	panics = true
+	var buf bytes.Buffer
+	res, _, err := idem.Tool(s, h, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, nil))))(ctx, req, stopArgs{Session: "s"})
+	if err != nil || res.Meta[idem.MetaReplayed] != true {
+		t.Fatalf("repeat: %v %s, want a replay", err, mustJSON(res))
+	}
+	if !strings.Contains(buf.String(), "panicked") {
+		t.Errorf("the handler panicked and nothing was logged: %q", buf.String())
 	}
 }

@@ -48,6 +48,7 @@ const (
 // Of opts, [Scope] and [RequireScope] apply; pass the same ones as the tools.
 func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 	c := newConfig(opts)
+	installRefusalCleanup(srv)
 	t := &mcp.Tool{
 		Name: StatusToolName,
 		Description: "Look up whether an operation sent with an op_id committed, and its result. " +
@@ -59,9 +60,9 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 		if err := ValidateOpID(q.OpID); err != nil {
 			return refusalOf(err), zero, nil
 		}
-		scope := c.scope(ctx, req)
-		if c.requireScope && scope == "" {
-			return refusal(NewError(CodeScopeRequired, "this tool needs an authenticated caller")), zero, nil
+		scope, refused := c.opScope(ctx, req)
+		if refused != nil {
+			return refusal(refused), zero, nil
 		}
 		rec, err := LookupOp(ctx, s, scope, q.Tool, q.OpID)
 		switch {

@@ -39,13 +39,18 @@ func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In
 	if err != nil {
 		panic(fmt.Sprintf("idem.AddTool: tool %q: %v", t.Name, err))
 	}
+	installRefusalCleanup(srv)
+	mcp.AddTool(srv, tt, newToolHandler(c, s, h))
+}
+
+// installRefusalCleanup installs refusalCleanup on srv, once.
+func installRefusalCleanup(srv *mcp.Server) {
 	if w := weak.Make(srv); !storeOnce(w) {
 		// Forget the server when it is collected (servers made per
 		// request would otherwise pile up here).
 		runtime.AddCleanup(srv, func(w weak.Pointer[mcp.Server]) { cleanedServers.Delete(w) }, w)
 		srv.AddReceivingMiddleware(refusalCleanup)
 	}
-	mcp.AddTool(srv, tt, newToolHandler(c, s, h))
 }
 
 // cleanedServers holds the servers refusalCleanup is installed on.

@@ -24,7 +24,8 @@ func noop[In any](ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in 
 	return nil, nil, nil
 }
 
-func listTools(t *testing.T, srv *mcp.Server) map[string]*mcp.Tool {
+// connectInMemory connects a client to srv, closed at cleanup.
+func connectInMemory(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
@@ -35,7 +36,14 @@ func listTools(t *testing.T, srv *mcp.Server) map[string]*mcp.Tool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func listTools(t *testing.T, srv *mcp.Server) map[string]*mcp.Tool {
+	t.Helper()
+	ctx := context.Background()
+	cs := connectInMemory(t, srv)
 	res, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -128,15 +136,7 @@ func TestRefusalHasNoStructuredContent(t *testing.T) {
 			return nil, out{ID: "x"}, nil
 		}, idem.OpID())
 	}
-	st, ct := mcp.NewInMemoryTransports()
-	if _, err := srv.Connect(ctx, st, nil); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectInMemory(t, srv)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b", Arguments: map[string]any{"text": "x", "op_id": ""}})
 	if err != nil {
 		t.Fatal(err)
@@ -196,5 +196,21 @@ func TestOwnOpIDFieldStaysOptional(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"text": "x"}})
 	if err != nil || res.IsError {
 		t.Errorf("a call without op_id was refused: %v %+v", err, res)
+	}
+}
+
+// get_operation's refusals carry no structured content either, on a server
+// where no tool was registered with AddTool.
+func TestStatusRefusalHasNoStructuredContent(t *testing.T) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.RegisterStatusTool(srv, memory.New())
+	cs := connectInMemory(t, srv)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: idem.StatusToolName, Arguments: map[string]any{"tool": "a", "op_id": ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || res.StructuredContent != nil {
+		t.Errorf("refusal %s carries structured content", mustJSON(res))
 	}
 }
