@@ -149,29 +149,25 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 	// skips it, and a duplicate from elsewhere costs a retried transaction
 	// instead (see docs/middleware.md, "Reading the op record").
 	skipRead := false
-	r, ok := cl.s.(Reader)
-	if !ok || !cl.c.readFirst && !cl.recent.has(cl.key) {
-		// A first call, most likely: the op record will need the
-		// fingerprint. (A repeat read first may not: see sameArgs.)
-		if _, err := cl.fingerprint(); err != nil {
-			return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
+	if r, ok := cl.s.(Reader); ok {
+		skipRead = true
+		if cl.c.readFirst || cl.recent.has(cl.key) {
+			var rec opAnswer
+			_, err := r.Read(ctx, cl.key, &rec)
+			switch {
+			case err == nil:
+				// A repeat may match without the fingerprint: see
+				// sameArgs.
+				return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
+			case !errors.Is(err, ErrNotFound):
+				skipRead = false // the transaction reads the op record itself
+			}
 		}
-		skipRead = ok
-	} else {
-		var rec opAnswer
-		_, err := r.Read(ctx, cl.key, &rec)
-		switch {
-		case err == nil:
-			return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
-		case errors.Is(err, ErrNotFound):
-			skipRead = true
-		}
-		// Any other error: the transaction reads the op record itself.
-		// Either way the handler is about to run: arguments that cannot
-		// be fingerprinted are refused first, as on a first call.
-		if _, err := cl.fingerprint(); err != nil {
-			return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
-		}
+	}
+	// The handler is about to run, and its op record will need the
+	// fingerprint: arguments that cannot be fingerprinted are refused first.
+	if _, err := cl.fingerprint(); err != nil {
+		return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
 	}
 	attempt := 0
 	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {

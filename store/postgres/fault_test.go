@@ -241,25 +241,7 @@ func (c *cutConn) Read(p []byte) (int, error) {
 
 // newCuttingPool is a pool whose connections can be told to lose a reply.
 func newCuttingPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(serverURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &cutConn{Conn: c}, nil
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return poolWith(t, 4, pgx.QueryExecModeCacheStatement, func(c net.Conn) net.Conn { return &cutConn{Conn: c} }, nil)
 }
 
 func armCut(t *testing.T, ptx pgx.Tx) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,12 @@ func newPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 
 // newPoolMode is newPool with the connections' default query mode.
 func newPoolMode(t testing.TB, maxConns int32, mode pgx.QueryExecMode) *pgxpool.Pool {
+	return poolWith(t, maxConns, mode, nil, nil)
+}
+
+// poolWith connects a pool in mode, closed at cleanup; wrap (if not nil)
+// wraps each network connection, cfgFn (if not nil) adjusts the config.
+func poolWith(t testing.TB, maxConns int32, mode pgx.QueryExecMode, wrap func(net.Conn) net.Conn, cfgFn func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(serverURL(t))
 	if err != nil {
@@ -47,6 +54,18 @@ func newPoolMode(t testing.TB, maxConns int32, mode pgx.QueryExecMode) *pgxpool.
 	}
 	cfg.MaxConns = maxConns
 	cfg.ConnConfig.DefaultQueryExecMode = mode
+	if wrap != nil {
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
+	if cfgFn != nil {
+		cfgFn(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("connecting: %v", err)

@@ -17,36 +17,6 @@ import (
 	"github.com/idemkit/sdk/store/postgres"
 )
 
-// poolWith is a pool in mode whose connections are made by wrap; cfgFn may
-// adjust the config further.
-func poolWith(t *testing.T, maxConns int32, mode pgx.QueryExecMode, wrap func(net.Conn) net.Conn, cfgFn func(*pgxpool.Config)) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(serverURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	cfg.ConnConfig.DefaultQueryExecMode = mode
-	if wrap != nil {
-		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c), nil
-		}
-	}
-	if cfgFn != nil {
-		cfgFn(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // A COMMIT whose reply is lost is an unknown outcome in the simple
 // protocol and Exec mode too, where pgx's error for it can claim that
 // nothing was sent (pgconn.SafeToRetry).
