@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // HandlerFor is a typed tool handler that writes through tx. It mirrors
@@ -149,7 +151,7 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 	// skips it, and a duplicate from elsewhere costs a retried transaction
 	// instead (see docs/middleware.md, "Reading the op record").
 	skipRead := false
-	if r, ok := cl.s.(Reader); ok {
+	if r, ok := cl.s.(backend.Reader); ok {
 		skipRead = true
 		if cl.c.readFirst || cl.recent.has(cl.key) {
 			var rec opAnswer
@@ -206,7 +208,7 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 			CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
 			Attempt: cl.attempt,
 		}
-		err = tx.Create(tctx, cl.key, &rec, WithExpiry(rec.ExpiresAt), CreateAtCommit())
+		err = tx.Create(tctx, cl.key, &rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
 		if errors.Is(err, ErrExists) {
 			// A call with this op id committed first. Answer its record
 			// and roll this attempt back; a store that cannot read it
@@ -233,7 +235,7 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, e
 		// duplicate's op record is there, answer from it, as the
 		// in-transaction read would have.
 		var rec opAnswer
-		if _, rerr := cl.s.(Reader).Read(ctx, cl.key, &rec); rerr == nil {
+		if _, rerr := cl.s.(backend.Reader).Read(ctx, cl.key, &rec); rerr == nil {
 			var p *panicError
 			if errors.As(err, &p) {
 				cl.logPanic(ctx, p) // answered from the record, but still a bug to see

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -183,7 +184,7 @@ type pgLikeStore struct {
 type deferredCreate struct {
 	k    idem.Key
 	doc  any
-	opts []idem.WriteOption
+	opts []backend.WriteOption
 }
 
 type deferTx struct {
@@ -191,8 +192,8 @@ type deferTx struct {
 	pending []deferredCreate
 }
 
-func (t *deferTx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
-	if idem.ApplyWriteOptions(opts).AtCommit {
+func (t *deferTx) Create(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
+	if backend.ApplyWriteOptions(opts).AtCommit {
 		t.pending = append(t.pending, deferredCreate{k, doc, opts})
 		return nil
 	}

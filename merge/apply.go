@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // A Change is what [Apply] did to one record.
@@ -34,7 +35,7 @@ type ApplyOption[T any] func(*applyConfig[T])
 
 type applyConfig[T any] struct {
 	describe func(before, after T) string
-	write    []idem.WriteOption
+	write    []backend.WriteOption
 }
 
 // Describe makes Apply summarise a change with f, which is called only when
@@ -44,9 +45,9 @@ func Describe[T any](f func(before, after T) string) ApplyOption[T] {
 	return func(c *applyConfig[T]) { c.describe = f }
 }
 
-// Write passes write options (such as [idem.WithExpiry]) to the write Apply
+// Write passes write options (such as [backend.WithExpiry]) to the write Apply
 // makes. Without it a merged record is written without an expiry.
-func Write[T any](opts ...idem.WriteOption) ApplyOption[T] {
+func Write[T any](opts ...backend.WriteOption) ApplyOption[T] {
 	return func(c *applyConfig[T]) { c.write = append(c.write, opts...) }
 }
 

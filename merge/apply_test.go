@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/merge"
 	"github.com/idemkit/sdk/store/memory"
 )
@@ -94,7 +95,7 @@ func TestApplyDefaultSummaryNamesFields(t *testing.T) {
 func TestApplyWriteOptions(t *testing.T) {
 	clock := time.Date(2026, 3, 2, 15, 0, 0, 0, time.UTC)
 	s := memory.NewWithOptions(&memory.Options{Now: func() time.Time { return clock }})
-	exp := idem.WithExpiry(clock.Add(time.Hour))
+	exp := backend.WithExpiry(clock.Add(time.Hour))
 	if _, err := apply(s, laptopStop, merge.Write[Session](exp)); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestApplyBadInputChangesNothing(t *testing.T) {
 		{"invalid key", func(ctx context.Context, tx idem.Tx) error {
 			_, err := merge.Apply(ctx, tx, idem.Key{Collection: "Sessions!", ID: "s1"}, laptopStop, stopRule)
 			return err
-		}, idem.ErrInvalidKey},
+		}, backend.ErrInvalidKey},
 		{"record of another type", func(ctx context.Context, tx idem.Tx) error {
 			_, err := merge.Apply(ctx, tx, other, laptopStop, stopRule)
 			return err

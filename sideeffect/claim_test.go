@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/sideeffect"
 )
 
@@ -62,17 +63,17 @@ func (t *looseTx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, e
 	return v, err
 }
 
-func (t *looseTx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *looseTx) Create(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
 	t.wrote[k] = true
 	return t.Tx.Create(ctx, k, doc, opts...)
 }
 
-func (t *looseTx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *looseTx) Put(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
 	t.wrote[k] = true
 	return t.Tx.Put(ctx, k, doc, opts...)
 }
 
-func (t *looseTx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+func (t *looseTx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...backend.WriteOption) error {
 	t.wrote[k] = true
 	return t.Tx.Update(ctx, k, v, doc, opts...)
 }

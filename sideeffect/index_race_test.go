@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -29,7 +30,7 @@ type interleaveTx struct {
 	s *interleave
 }
 
-func (t *interleaveTx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *interleaveTx) Create(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
 	if f := t.s.before; f != nil && k.Collection == indexCollection {
 		t.s.before = nil
 		f()

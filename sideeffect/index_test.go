@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/sideeffect"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/storetest"
@@ -80,17 +81,17 @@ func (t *countingTx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version
 	return t.Tx.Get(ctx, k, dst)
 }
 
-func (t *countingTx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *countingTx) Create(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
 	t.wrote(k, doc)
 	return t.Tx.Create(ctx, k, doc, opts...)
 }
 
-func (t *countingTx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *countingTx) Put(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
 	t.wrote(k, doc)
 	return t.Tx.Put(ctx, k, doc, opts...)
 }
 
-func (t *countingTx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+func (t *countingTx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...backend.WriteOption) error {
 	t.wrote(k, doc)
 	return t.Tx.Update(ctx, k, v, doc, opts...)
 }

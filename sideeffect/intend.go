@@ -20,7 +20,7 @@ import (
 // different payload, Intend returns an error wrapping [ErrPayloadMismatch]
 // (and idem.ErrExists); a key names one effect.
 //
-// A bad key returns an error wrapping idem.ErrInvalidKey; nothing is
+// A bad key returns an error wrapping backend.ErrInvalidKey; nothing is
 // written.
 func Intend(ctx context.Context, tx idem.Tx, key string, payload any, opts ...Option) error {
 	cfg, err := newConfig(opts)

@@ -108,7 +108,7 @@ func (d *doc) marker(key string, now time.Time, grace time.Duration) Marker {
 var errNilPost = errors.New("sideeffect: post function is nil")
 
 // markerKey returns the store key of a marker, or an error wrapping
-// idem.ErrInvalidKey that does not repeat the key.
+// backend.ErrInvalidKey that does not repeat the key.
 func markerKey(key string) (idem.Key, error) {
 	k := idem.Key{Collection: markerCollection, ID: key}
 	if err := k.Validate(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/sideeffect"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/storetest"
@@ -91,7 +92,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			check := func(what string, err error) {
 				t.Helper()
-				if !errors.Is(err, idem.ErrInvalidKey) {
+				if !errors.Is(err, backend.ErrInvalidKey) {
 					t.Errorf("%s: err %v, want ErrInvalidKey", what, err)
 				} else if strings.Contains(err.Error(), secret) {
 					t.Errorf("%s: error message echoes the key: %v", what, err)

@@ -24,7 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // Options configure a Store. The zero value (or nil) means the defaults.
@@ -48,12 +48,12 @@ type Store struct {
 	seq      atomic.Int64 // last version handed out; versions are never reused
 
 	mu   sync.Mutex // guards docs
-	docs map[idem.Key]*doc
+	docs map[backend.Key]*doc
 }
 
 type doc struct {
 	data    []byte
-	version idem.Version
+	version backend.Version
 	expires time.Time
 }
 
@@ -62,7 +62,7 @@ func New() *Store { return NewWithOptions(nil) }
 
 // NewWithOptions returns an empty Store; nil opts means the defaults.
 func NewWithOptions(opts *Options) *Store {
-	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[idem.Key]*doc)}
+	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[backend.Key]*doc)}
 	if opts != nil {
 		if opts.Now != nil {
 			s.now = opts.Now
@@ -77,18 +77,18 @@ func NewWithOptions(opts *Options) *Store {
 	return s
 }
 
-var errConflictCommit = fmt.Errorf("%w: a document read or written changed before commit", idem.ErrConflict)
+var errConflictCommit = fmt.Errorf("%w: a document read or written changed before commit", backend.ErrConflict)
 
 // Run implements idem.Store.
-func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < s.attempts; attempt++ {
 		if attempt > 0 {
-			if err := idem.Backoff(ctx, attempt, 50*time.Microsecond, 20*time.Millisecond); err != nil {
+			if err := backend.Backoff(ctx, attempt, 50*time.Microsecond, 20*time.Millisecond); err != nil {
 				return err
 			}
 		}
-		t := &tx{s: s, reads: make(map[idem.Key]idem.Version), writes: make(map[idem.Key]*write)}
+		t := &tx{s: s, reads: make(map[backend.Key]backend.Version), writes: make(map[backend.Key]*write)}
 		err = fn(ctx, t)
 		t.closed = true
 		if err == nil {
@@ -96,13 +96,13 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 			if err == nil {
 				return nil
 			}
-		} else if !errors.Is(err, idem.ErrConflict) && t.stale() {
+		} else if !errors.Is(err, backend.ErrConflict) && t.stale() {
 			// fn decided on reads that no single state held (one read
 			// before another transaction committed, one after): its
 			// error may be an artefact of that, so it runs again.
 			err = errConflictCommit
 		}
-		if !errors.Is(err, idem.ErrConflict) {
+		if !errors.Is(err, backend.ErrConflict) {
 			return err
 		}
 	}
@@ -111,7 +111,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 
 type write struct {
 	data     []byte // nil: delete
-	version  idem.Version
+	version  backend.Version
 	expires  time.Time
 	observed bool // fn read this write's version back (Get, Update)
 }
@@ -121,22 +121,22 @@ type tx struct {
 	closed bool
 	// reads holds, for every key this tx looked at, the stored version it
 	// saw (0 for no entry), expired or not; the commit requires it unchanged.
-	reads  map[idem.Key]idem.Version
-	writes map[idem.Key]*write
-	order  []idem.Key
+	reads  map[backend.Key]backend.Version
+	writes map[backend.Key]*write
+	order  []backend.Key
 }
 
 var errClosed = errors.New("memory: transaction used after Run returned")
 
 // view returns the state this tx sees at k: its own write if any, else the
 // committed document, recording the read.
-func (t *tx) view(k idem.Key) (data []byte, v idem.Version, live bool) {
+func (t *tx) view(k backend.Key) (data []byte, v backend.Version, live bool) {
 	if w, ok := t.writes[k]; ok {
 		if w.data == nil {
 			return nil, 0, false
 		}
 		w.observed = true
-		return w.data, w.version, idem.Live(w.expires, t.s.now())
+		return w.data, w.version, backend.Live(w.expires, t.s.now())
 	}
 	t.s.mu.Lock()
 	d := t.s.docs[k]
@@ -150,23 +150,23 @@ func (t *tx) view(k idem.Key) (data []byte, v idem.Version, live bool) {
 	if _, seen := t.reads[k]; !seen {
 		t.reads[k] = d.version
 	}
-	return d.data, d.version, idem.Live(d.expires, t.s.now())
+	return d.data, d.version, backend.Live(d.expires, t.s.now())
 }
 
-func (t *tx) check(k idem.Key) error {
+func (t *tx) check(k backend.Key) error {
 	if t.closed {
 		return errClosed
 	}
 	return k.Validate()
 }
 
-func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
 	if err := t.check(k); err != nil {
 		return 0, err
 	}
 	data, v, live := t.view(k)
 	if !live {
-		return 0, idem.ErrNotFound
+		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
 		if err := json.Unmarshal(data, dst); err != nil {
@@ -176,17 +176,17 @@ func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error)
 	return v, nil
 }
 
-func (t *tx) encode(doc any) ([]byte, error) { return idem.EncodeDocument(doc, t.s.maxBytes) }
+func (t *tx) encode(doc any) ([]byte, error) { return backend.EncodeDocument(doc, t.s.maxBytes) }
 
-func (t *tx) put(k idem.Key, data []byte, opts []idem.WriteOption) {
-	o := idem.ApplyWriteOptions(opts)
+func (t *tx) put(k backend.Key, data []byte, opts []backend.WriteOption) {
+	o := backend.ApplyWriteOptions(opts)
 	if _, ok := t.writes[k]; !ok {
 		t.order = append(t.order, k)
 	}
-	t.writes[k] = &write{data: data, version: idem.Version(t.s.seq.Add(1)), expires: o.ExpiresAt}
+	t.writes[k] = &write{data: data, version: backend.Version(t.s.seq.Add(1)), expires: o.ExpiresAt}
 }
 
-func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -195,13 +195,13 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		return err
 	}
 	if _, _, live := t.view(k); live {
-		return idem.ErrExists
+		return backend.ErrExists
 	}
 	t.put(k, b, opts)
 	return nil
 }
 
-func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOpt
 	return nil
 }
 
-func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -223,25 +223,25 @@ func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, op
 	}
 	_, cur, live := t.view(k)
 	if !live {
-		return idem.ErrNotFound
+		return backend.ErrNotFound
 	}
 	if cur != v {
-		return idem.ErrConflict
+		return backend.ErrConflict
 	}
 	t.put(k, b, opts)
 	return nil
 }
 
-func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
 	_, cur, live := t.view(k)
 	if !live {
-		return idem.ErrNotFound
+		return backend.ErrNotFound
 	}
 	if v != 0 && cur != v {
-		return idem.ErrConflict
+		return backend.ErrConflict
 	}
 	if _, ok := t.writes[k]; !ok {
 		t.order = append(t.order, k)
@@ -261,7 +261,7 @@ func (t *tx) stale() bool {
 
 func (t *tx) staleLocked() bool {
 	for k, seen := range t.reads {
-		var cur idem.Version
+		var cur backend.Version
 		if d := t.s.docs[k]; d != nil {
 			cur = d.version
 		}
@@ -293,7 +293,7 @@ func (t *tx) commit() error {
 			if w.observed {
 				return errConflictCommit
 			}
-			w.version = idem.Version(s.seq.Add(1))
+			w.version = backend.Version(s.seq.Add(1))
 		}
 	}
 	for _, k := range t.order {
@@ -307,17 +307,17 @@ func (t *tx) commit() error {
 	return nil
 }
 
-// Read implements [idem.Reader]: the latest committed state of k, outside
+// Read implements [backend.Reader]: the latest committed state of k, outside
 // any transaction.
-func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	d := s.docs[k]
 	s.mu.Unlock()
-	if d == nil || !idem.Live(d.expires, s.now()) {
-		return 0, idem.ErrNotFound
+	if d == nil || !backend.Live(d.expires, s.now()) {
+		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
 		if err := json.Unmarshal(d.data, dst); err != nil {
@@ -341,7 +341,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		if n >= limit {
 			break
 		}
-		if !idem.Live(d.expires, now) {
+		if !backend.Live(d.expires, now) {
 			delete(s.docs, k)
 			n++
 		}

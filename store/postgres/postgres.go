@@ -19,8 +19,8 @@
 // statement goes out together with BEGIN, in one round trip. A pgx.Tx is
 // the full pgx interface, and As sends BEGIN first if nothing has yet.
 //
-// The Store is an [idem.Reader]: Read answers a replay with one SELECT
-// outside any transaction. A Create with [idem.CreateAtCommit] goes out with
+// The Store is an [backend.Reader]: Read answers a replay with one SELECT
+// outside any transaction. A Create with [backend.CreateAtCommit] goes out with
 // the COMMIT and fails the attempt with idem.ErrConflict if a live document
 // is there by then.
 //
@@ -41,7 +41,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // Options configure a Store. The zero value (or nil) means the defaults.
@@ -78,9 +78,9 @@ type Store struct {
 }
 
 var (
-	_ idem.Store   = (*Store)(nil)
-	_ idem.Reader  = (*Store)(nil)
-	_ idem.Sweeper = (*Store)(nil)
+	_ backend.Store   = (*Store)(nil)
+	_ backend.Reader  = (*Store)(nil)
+	_ backend.Sweeper = (*Store)(nil)
 )
 
 // New returns a Store that keeps its documents in pool's database; nil opts
@@ -171,7 +171,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 // wrapping idem.ErrUnknownOutcome: the transaction may or may not have
 // committed. If fn panics, the transaction is rolled back and the panic
 // continues.
-func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	if fn == nil {
 		return errors.New("postgres: Run needs a function")
 	}
@@ -180,7 +180,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 		// The first retry after a Create at commit found a live document
 		// goes at once: it will read that document, not meet contention.
 		if attempt > 0 && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
-			if berr := idem.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
+			if berr := backend.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
 				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
 			}
 		}
@@ -189,13 +189,13 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx
 			return err
 		}
 	}
-	if !errors.Is(err, idem.ErrConflict) {
-		err = fmt.Errorf("%w: %w", idem.ErrConflict, err)
+	if !errors.Is(err, backend.ErrConflict) {
+		err = fmt.Errorf("%w: %w", backend.ErrConflict, err)
 	}
 	return fmt.Errorf("postgres: gave up after %d attempts: %w", s.attempts, err)
 }
 
-func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: acquiring a connection: %w", err)
@@ -215,8 +215,8 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx ide
 
 // attemptOn runs fn in one transaction on conn and commits it, or rolls it
 // back; conn is idle again when it returns.
-func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx context.Context, tx idem.Tx) error) (t *tx, err error) {
-	t = &tx{s: s, ctx: ctx, conn: conn, absent: make(map[idem.Key]time.Time)}
+func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx context.Context, tx backend.Tx) error) (t *tx, err error) {
+	t = &tx{s: s, ctx: ctx, conn: conn, absent: make(map[backend.Key]time.Time)}
 	defer func() {
 		if r := recover(); r != nil {
 			t.closed.Store(true)
@@ -239,13 +239,13 @@ func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx conte
 	return t, t.commit(context.WithoutCancel(ctx))
 }
 
-// Read implements idem.Reader: it reads the document at k into dst (dst may be
+// Read implements backend.Reader: it reads the document at k into dst (dst may be
 // nil) with one SELECT outside any transaction, on a pooled connection, and
 // returns its version. It sees the latest committed state. A document that is
 // absent, or whose expiry is not after Options.Now (read before the SELECT,
 // as Get does), reports idem.ErrNotFound and version 0. An invalid key fails
-// with an error wrapping idem.ErrInvalidKey before anything is sent.
-func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+// with an error wrapping backend.ErrInvalidKey before anything is sent.
+func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
@@ -265,27 +265,27 @@ func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, er
 	for range 2 {
 		var sql string
 		if sql, err = s.prepared(ctx, c.Conn(), s.q.get); err == nil {
-			err = c.QueryRow(ctx, sql, k.Collection, k.ID).Scan(&v, &doc, &exp)
+			err = c.QueryRow(ctx, sql, k.Collection, k.StoredID()).Scan(&v, &doc, &exp)
 		}
 		if !s.forgetStale(ctx, c.Conn(), err) {
 			break
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, idem.ErrNotFound
+		return 0, backend.ErrNotFound
 	}
 	if err != nil {
 		return 0, mapErr(err)
 	}
-	if exp != nil && !idem.Live(*exp, now) {
-		return 0, idem.ErrNotFound
+	if exp != nil && !backend.Live(*exp, now) {
+		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
 		if err := json.Unmarshal(doc, dst); err != nil {
 			return 0, fmt.Errorf("postgres: decoding document: %w", err)
 		}
 	}
-	return idem.Version(v), nil
+	return backend.Version(v), nil
 }
 
 // Sweep deletes up to limit documents whose expiry is not after the store's

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/store/postgres"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -160,7 +161,7 @@ func TestDeferredCreateFindsLiveDocument(t *testing.T) {
 		if !tx.As(&ptx) {
 			return errors.New("As(*pgx.Tx) = false")
 		}
-		if _, err := ptx.Exec(ctx, "INSERT INTO "+s.Table()+" (collection, id, version, doc) VALUES ($1, $2, 1, '{\"by\":\"sql\"}')", k.Collection, k.ID); err != nil {
+		if _, err := ptx.Exec(ctx, "INSERT INTO "+s.Table()+" (collection, id, version, doc) VALUES ($1, $2, 1, '{\"by\":\"sql\"}')", k.Collection, k.StoredID()); err != nil {
 			return err
 		}
 		return tx.Create(ctx, k, map[string]string{"by": "create"})
@@ -234,7 +235,7 @@ func TestLostRaceDoesNotReprepare(t *testing.T) {
 			if _, err := tx.Get(ctx, idem.Key{Collection: "docs", ID: "other"}, nil); !errors.Is(err, idem.ErrNotFound) {
 				return err
 			}
-			return tx.Create(ctx, key, map[string]int{"n": 1}, idem.CreateAtCommit())
+			return tx.Create(ctx, key, map[string]int{"n": 1}, backend.CreateAtCommit())
 		})
 	}
 	// prepared lists the session's prepared statements (but the one

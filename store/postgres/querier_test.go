@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/store/postgres"
 )
 
@@ -135,7 +136,7 @@ func TestQuerierPipelines(t *testing.T) {
 			if tag.RowsAffected() != 1 || !tag.Insert() {
 				return fmt.Errorf("command tag %q, want INSERT of 1 row", tag)
 			}
-			return tx.Create(ctx, idem.Key{Collection: "ops", ID: fmt.Sprintf("exec-%d", i)}, note{Text: "done"}, idem.CreateAtCommit())
+			return tx.Create(ctx, idem.Key{Collection: "ops", ID: fmt.Sprintf("exec-%d", i)}, note{Text: "done"}, backend.CreateAtCommit())
 		}
 	})
 	if exec != 2 {
@@ -164,7 +165,7 @@ func TestQuerierPipelines(t *testing.T) {
 				return err
 			}
 			var got string
-			err := querier(t, tx).QueryRow(ctx, "SELECT doc->>'text' FROM "+s.Table()+" WHERE collection = $1 AND id = $2", k.Collection, k.ID).Scan(&got)
+			err := querier(t, tx).QueryRow(ctx, "SELECT doc->>'text' FROM "+s.Table()+" WHERE collection = $1 AND id = $2", k.Collection, k.StoredID()).Scan(&got)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/store/postgres"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -48,7 +49,7 @@ func TestRead(t *testing.T) {
 		if err := tx.Create(ctx, live, note{Text: "hello"}); err != nil {
 			return err
 		}
-		return tx.Create(ctx, expiring, note{Text: "soon gone"}, idem.WithExpiry(clock.Now().Add(time.Minute)))
+		return tx.Create(ctx, expiring, note{Text: "soon gone"}, backend.WithExpiry(clock.Now().Add(time.Minute)))
 	})
 	_, want, err := getIn(t, s, live)
 	if err != nil {
@@ -94,7 +95,7 @@ func TestRead(t *testing.T) {
 	t.Run("InvalidKey", func(t *testing.T) {
 		for _, k := range []idem.Key{{}, {Collection: "Bad", ID: "x"}, {Collection: "notes", ID: "a/b"}} {
 			_, err := s.Read(ctx, k, nil)
-			if !errors.Is(err, idem.ErrInvalidKey) {
+			if !errors.Is(err, backend.ErrInvalidKey) {
 				t.Fatalf("Read(%q) = %v, want ErrInvalidKey", k, err)
 			}
 			if k.ID != "" && strings.Contains(err.Error(), k.ID) {
@@ -132,7 +133,7 @@ func TestRead(t *testing.T) {
 	})
 }
 
-// TestCreateAtCommit: a Create with idem.CreateAtCommit goes out with the
+// TestCreateAtCommit: a Create with backend.CreateAtCommit goes out with the
 // COMMIT. Over a live document it fails the attempt with ErrConflict, so Run
 // calls fn again, and nothing of the attempt commits; over an expired one it
 // replaces it.
@@ -164,7 +165,7 @@ func TestCreateAtCommit(t *testing.T) {
 			if err := tx.Put(ctx, other, note{Text: "side effect"}); err != nil {
 				return err
 			}
-			if err := tx.Create(ctx, k, note{Text: "second"}, idem.CreateAtCommit()); err != nil {
+			if err := tx.Create(ctx, k, note{Text: "second"}, backend.CreateAtCommit()); err != nil {
 				t.Errorf("Create with AtCommit over a live document returned %v at the call, want nil (checked at commit)", err)
 			}
 			return nil
@@ -188,7 +189,7 @@ func TestCreateAtCommit(t *testing.T) {
 		attempts := 0
 		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			attempts++
-			return tx.Create(ctx, k, note{Text: "again"}, idem.CreateAtCommit())
+			return tx.Create(ctx, k, note{Text: "again"}, backend.CreateAtCommit())
 		})
 		if !errors.Is(err, idem.ErrConflict) || attempts != 3 {
 			t.Fatalf("Run = %v after %d attempts; want ErrConflict after 3", err, attempts)
@@ -201,7 +202,7 @@ func TestCreateAtCommit(t *testing.T) {
 	t.Run("AbsentCreated", func(t *testing.T) {
 		fresh := idem.Key{Collection: "ops", ID: "fresh"}
 		run(t, s, func(ctx context.Context, tx idem.Tx) error {
-			return tx.Create(ctx, fresh, note{Text: "new"}, idem.CreateAtCommit())
+			return tx.Create(ctx, fresh, note{Text: "new"}, backend.CreateAtCommit())
 		})
 		if n, _, err := getIn(t, s, fresh); err != nil || n.Text != "new" {
 			t.Fatalf("after Create = %+v, %v", n, err)
@@ -211,7 +212,7 @@ func TestCreateAtCommit(t *testing.T) {
 	t.Run("ExpiredReplaced", func(t *testing.T) {
 		old := idem.Key{Collection: "ops", ID: "old"}
 		run(t, s, func(ctx context.Context, tx idem.Tx) error {
-			return tx.Create(ctx, old, note{Text: "old"}, idem.WithExpiry(clock.Now().Add(time.Second)))
+			return tx.Create(ctx, old, note{Text: "old"}, backend.WithExpiry(clock.Now().Add(time.Second)))
 		})
 		_, vOld, err := getIn(t, s, old)
 		if err != nil {
@@ -221,7 +222,7 @@ func TestCreateAtCommit(t *testing.T) {
 		attempts := 0
 		err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			attempts++
-			return tx.Create(ctx, old, note{Text: "new"}, idem.CreateAtCommit())
+			return tx.Create(ctx, old, note{Text: "new"}, backend.CreateAtCommit())
 		})
 		if err != nil || attempts != 1 {
 			t.Fatalf("Create over an expired document = %v after %d attempts, want nil after 1", err, attempts)

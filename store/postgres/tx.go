@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // tx is one attempt's transaction. Statements are pipelined: BEGIN goes out
@@ -38,7 +38,7 @@ type tx struct {
 	// Create of such a key can wait for the commit: in a SERIALIZABLE
 	// transaction it either succeeds or fails the transaction (see
 	// queries.createOrFail), so it cannot find a live document instead.
-	absent map[idem.Key]time.Time
+	absent map[backend.Key]time.Time
 }
 
 // pending is one statement and what to do with its result. scan must return
@@ -58,7 +58,7 @@ var errClosed = errors.New("postgres: transaction used after Run returned")
 // no contention to wait out.
 var errLiveDocument = errors.New("a live document was there")
 
-func (t *tx) check(k idem.Key) error {
+func (t *tx) check(k backend.Key) error {
 	if t.closed.Load() {
 		return errClosed
 	}
@@ -212,7 +212,7 @@ func mapErr(err error) error {
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "40001", "40P01", "23505":
-			return fmt.Errorf("%w: postgres: %w", idem.ErrConflict, err)
+			return fmt.Errorf("%w: postgres: %w", backend.ErrConflict, err)
 		}
 		// createOrFail's division by zero (22012) is wrapped with
 		// ErrConflict by its own result callback: a statement of fn's
@@ -223,10 +223,10 @@ func mapErr(err error) error {
 
 // retryable reports whether Run should call fn again after err.
 func retryable(err error) bool {
-	if errors.Is(err, idem.ErrUnknownOutcome) {
+	if errors.Is(err, backend.ErrUnknownOutcome) {
 		return false
 	}
-	if errors.Is(err, idem.ErrConflict) {
+	if errors.Is(err, backend.ErrConflict) {
 		return true
 	}
 	var pe *pgconn.PgError
@@ -243,7 +243,7 @@ func retryable(err error) bool {
 // pgx sends as jsonb with every query mode (a []byte would go as bytea in
 // the simple protocol).
 func (t *tx) encode(doc any) (string, error) {
-	b, err := idem.EncodeDocument(doc, t.s.maxBytes)
+	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
 	if err != nil {
 		return "", err
 	}
@@ -269,11 +269,11 @@ func holdsNUL(b []byte) bool {
 }
 
 // expiry is the expires_at argument of a write: NULL for no expiry.
-func expiry(opts []idem.WriteOption) any {
-	return expiryArg(idem.ApplyWriteOptions(opts))
+func expiry(opts []backend.WriteOption) any {
+	return expiryArg(backend.ApplyWriteOptions(opts))
 }
 
-func expiryArg(o idem.WriteOptions) any {
+func expiryArg(o backend.WriteOptions) any {
 	if o.ExpiresAt.IsZero() {
 		return nil
 	}
@@ -281,14 +281,14 @@ func expiryArg(o idem.WriteOptions) any {
 }
 
 // state reads the version and liveness of k.
-func (t *tx) state(ctx context.Context, k idem.Key, dst *[]byte) (v int64, live bool, now time.Time, err error) {
+func (t *tx) state(ctx context.Context, k backend.Key, dst *[]byte) (v int64, live bool, now time.Time, err error) {
 	now = t.s.now()
 	if dst == nil {
 		dst = new([]byte)
 	}
 	var exp *time.Time
 	found := false
-	err = t.send(ctx, &pending{sql: t.s.q.get, args: []any{k.Collection, k.ID}, scan: func(row pgx.Row) error {
+	err = t.send(ctx, &pending{sql: t.s.q.get, args: []any{k.Collection, k.StoredID()}, scan: func(row pgx.Row) error {
 		err := row.Scan(&v, dst, &exp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -303,10 +303,10 @@ func (t *tx) state(ctx context.Context, k idem.Key, dst *[]byte) (v int64, live 
 	if exp != nil {
 		expires = *exp
 	}
-	return v, found && idem.Live(expires, now), now, nil
+	return v, found && backend.Live(expires, now), now, nil
 }
 
-func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
 	if err := t.check(k); err != nil {
 		return 0, err
 	}
@@ -317,17 +317,17 @@ func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error)
 	}
 	if !live {
 		t.absent[k] = now
-		return 0, idem.ErrNotFound
+		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
 		if err := json.Unmarshal(doc, dst); err != nil {
 			return 0, fmt.Errorf("postgres: decoding document: %w", err)
 		}
 	}
-	return idem.Version(v), nil
+	return backend.Version(v), nil
 }
 
-func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 	if err != nil {
 		return err
 	}
-	o := idem.ApplyWriteOptions(opts)
+	o := backend.ApplyWriteOptions(opts)
 	exp := expiryArg(o)
 	seen, absent := t.absent[k]
 	if absent || o.AtCommit {
@@ -352,7 +352,7 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		// Sent with the next statement or the COMMIT: a live document
 		// there by then fails the statement (22012, mapped to
 		// ErrConflict) and the transaction with it.
-		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.ID, b, exp, seen},
+		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.StoredID(), b, exp, seen},
 			scan: func(row pgx.Row) error {
 				var one int64
 				err := row.Scan(&one)
@@ -360,14 +360,14 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 				if errors.As(err, &pe) && pe.Code == "22012" {
 					// The guard's division: the insert wrote no row, a
 					// live document is there. The attempt lost a race.
-					return fmt.Errorf("%w: %w: %w", idem.ErrConflict, errLiveDocument, err)
+					return fmt.Errorf("%w: %w: %w", backend.ErrConflict, errLiveDocument, err)
 				}
 				return err
 			}})
 		return nil
 	}
 	created := false
-	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.ID, b, exp, t.s.now()},
+	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.StoredID(), b, exp, t.s.now()},
 		scan: func(row pgx.Row) error {
 			var v int64
 			err := row.Scan(&v)
@@ -381,12 +381,12 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		return err
 	}
 	if !created {
-		return idem.ErrExists
+		return backend.ErrExists
 	}
 	return nil
 }
 
-func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -400,13 +400,13 @@ func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOpt
 	delete(t.absent, k)
 	// A Put has no condition and no result: it goes out with the next
 	// statement or the commit.
-	t.queue = append(t.queue, pending{sql: t.s.q.put, args: []any{k.Collection, k.ID, b, expiry(opts)}})
+	t.queue = append(t.queue, pending{sql: t.s.q.put, args: []any{k.Collection, k.StoredID(), b, expiry(opts)}})
 	return nil
 }
 
 // written runs a conditional write returning the new version, and on no row
 // tells ErrNotFound from ErrConflict.
-func (t *tx) written(ctx context.Context, k idem.Key, p *pending) error {
+func (t *tx) written(ctx context.Context, k backend.Key, p *pending) error {
 	delete(t.absent, k)
 	done := false
 	p.scan = func(row pgx.Row) error {
@@ -429,12 +429,12 @@ func (t *tx) written(ctx context.Context, k idem.Key, p *pending) error {
 		return err
 	}
 	if !live {
-		return idem.ErrNotFound
+		return backend.ErrNotFound
 	}
-	return idem.ErrConflict
+	return backend.ErrConflict
 }
 
-func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -442,14 +442,14 @@ func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, op
 	if err != nil {
 		return err
 	}
-	return t.written(ctx, k, &pending{sql: t.s.q.update, args: []any{k.Collection, k.ID, b, expiry(opts), int64(v), t.s.now()}})
+	return t.written(ctx, k, &pending{sql: t.s.q.update, args: []any{k.Collection, k.StoredID(), b, expiry(opts), int64(v), t.s.now()}})
 }
 
-func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
-	return t.written(ctx, k, &pending{sql: t.s.q.delete, args: []any{k.Collection, k.ID, int64(v), t.s.now()}})
+	return t.written(ctx, k, &pending{sql: t.s.q.delete, args: []any{k.Collection, k.StoredID(), int64(v), t.s.now()}})
 }
 
 // As hands out the transaction's native handle, so fn can write its own
@@ -550,7 +550,7 @@ func (t *tx) commit(ctx context.Context) error {
 		t.rollback(ctx)
 		return fmt.Errorf("postgres: commit not sent: %w", err)
 	default:
-		return fmt.Errorf("%w: postgres: connection failed during commit: %w", idem.ErrUnknownOutcome, err)
+		return fmt.Errorf("%w: postgres: connection failed during commit: %w", backend.ErrUnknownOutcome, err)
 	}
 }
 

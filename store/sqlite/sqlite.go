@@ -51,7 +51,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // Options configure a Store. Nil, or a zero field, means the default.
@@ -272,23 +272,23 @@ func (s *Store) unlock() { <-s.writer }
 // Run must not be called from inside fn on the same Store: it would wait for
 // the transaction fn is in. Called with fn's context it fails at once; with
 // another context it fails after a minute of waiting.
-func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	var err error
 	for attempt := range s.attempts {
 		if attempt > 0 {
-			if err := idem.Backoff(ctx, attempt, 100*time.Microsecond, 20*time.Millisecond); err != nil {
+			if err := backend.Backoff(ctx, attempt, 100*time.Microsecond, 20*time.Millisecond); err != nil {
 				return err
 			}
 		}
 		err = s.runOnce(ctx, fn)
-		if err == nil || !errors.Is(err, idem.ErrConflict) {
+		if err == nil || !errors.Is(err, backend.ErrConflict) {
 			return err
 		}
 	}
 	return err
 }
 
-func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) (err error) {
+func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) (err error) {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		if isBusy(err) {
-			return fmt.Errorf("%w: database locked: %w", idem.ErrConflict, err)
+			return fmt.Errorf("%w: database locked: %w", backend.ErrConflict, err)
 		}
 		return fmt.Errorf("sqlite: beginning transaction: %w", err)
 	}
@@ -342,13 +342,13 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx ide
 	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 		if isBusy(err) {
 			rollback(conn)
-			return fmt.Errorf("%w: database locked at commit: %w", idem.ErrConflict, err)
+			return fmt.Errorf("%w: database locked at commit: %w", backend.ErrConflict, err)
 		}
 		if t.rolledBack.Load() {
 			return fmt.Errorf("%w: %w", errRolledBack, err)
 		}
 		discard(conn)
-		return fmt.Errorf("%w: sqlite commit failed: %w", idem.ErrUnknownOutcome, err)
+		return fmt.Errorf("%w: sqlite commit failed: %w", backend.ErrUnknownOutcome, err)
 	}
 	return nil
 }
@@ -415,17 +415,17 @@ func isBusy(err error) bool {
 	return false
 }
 
-// Read implements [idem.Reader]: one SELECT outside any transaction, which
+// Read implements [backend.Reader]: one SELECT outside any transaction, which
 // in WAL mode neither waits for nor blocks the writer. The middleware uses it
 // to answer replays without taking the write lock.
-func (s *Store) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
 	return read(ctx, s.db, k, unixNano(s.now()), dst)
 }
 
-// Sweep implements [idem.Sweeper]: it deletes up to limit documents whose
+// Sweep implements [backend.Sweeper]: it deletes up to limit documents whose
 // expiry is not after the store's clock, in one transaction, and returns how
 // many it deleted. limit must be positive.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // tx is one Run's transaction: statements on the Run's connection, inside
@@ -49,15 +49,15 @@ func unixNano(t time.Time) int64 {
 
 // expiresAt is the expires_at column value for a write with opts: NULL for
 // no expiry.
-func expiresAt(opts []idem.WriteOption) sql.NullInt64 {
-	o := idem.ApplyWriteOptions(opts)
+func expiresAt(opts []backend.WriteOption) sql.NullInt64 {
+	o := backend.ApplyWriteOptions(opts)
 	if o.ExpiresAt.IsZero() {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: unixNano(o.ExpiresAt), Valid: true}
 }
 
-func (t *tx) check(k idem.Key) error {
+func (t *tx) check(k backend.Key) error {
 	if t.closed {
 		return errClosed
 	}
@@ -68,7 +68,7 @@ func (t *tx) check(k idem.Key) error {
 }
 
 func (t *tx) encode(doc any) (string, error) {
-	b, err := idem.EncodeDocument(doc, t.s.maxBytes)
+	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
 	return string(b), err
 }
 
@@ -100,15 +100,15 @@ func (t *tx) wrote(ctx context.Context, res sql.Result) (bool, error) {
 
 // miss explains why a conditional write at k changed nothing: no live
 // document (ErrNotFound) or another version (ErrConflict).
-func (t *tx) miss(ctx context.Context, k idem.Key) error {
+func (t *tx) miss(ctx context.Context, k backend.Key) error {
 	if _, err := t.Get(ctx, k, nil); err != nil {
 		return err
 	}
-	return idem.ErrConflict
+	return backend.ErrConflict
 }
 
 // Get implements [idem.Tx].
-func (t *tx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
 	if err := t.check(k); err != nil {
 		return 0, err
 	}
@@ -121,7 +121,7 @@ type rowQuerier interface {
 }
 
 // read reads the document at k as live at now (Unix nanoseconds).
-func read(ctx context.Context, q rowQuerier, k idem.Key, now int64, dst any) (idem.Version, error) {
+func read(ctx context.Context, q rowQuerier, k backend.Key, now int64, dst any) (backend.Version, error) {
 	var (
 		v   int64
 		doc []byte
@@ -129,27 +129,27 @@ func read(ctx context.Context, q rowQuerier, k idem.Key, now int64, dst any) (id
 	)
 	err := q.QueryRowContext(ctx,
 		`SELECT version, doc, expires_at FROM docs WHERE collection = ? AND id = ?`,
-		k.Collection, k.ID).Scan(&v, &doc, &exp)
+		k.Collection, k.StoredID()).Scan(&v, &doc, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, idem.ErrNotFound
+		return 0, backend.ErrNotFound
 	}
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: reading document: %w", err)
 	}
 	if exp.Valid && exp.Int64 <= now {
-		return 0, idem.ErrNotFound
+		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
 		if err := json.Unmarshal(doc, dst); err != nil {
 			return 0, fmt.Errorf("sqlite: decoding document: %w", err)
 		}
 	}
-	return idem.Version(v), nil
+	return backend.Version(v), nil
 }
 
 // Create implements [idem.Tx]: one INSERT whose ON CONFLICT replaces the row
 // only if it has expired.
-func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		ON CONFLICT (collection, id) DO UPDATE
 			SET version = excluded.version, doc = excluded.doc, expires_at = excluded.expires_at
 			WHERE docs.expires_at IS NOT NULL AND docs.expires_at <= ?`,
-		k.Collection, k.ID, b, expiresAt(opts), t.nowNano())
+		k.Collection, k.StoredID(), b, expiresAt(opts), t.nowNano())
 	if err != nil {
 		return fmt.Errorf("sqlite: creating document: %w", err)
 	}
@@ -171,13 +171,13 @@ func (t *tx) Create(ctx context.Context, k idem.Key, doc any, opts ...idem.Write
 		return err
 	}
 	if !ok {
-		return idem.ErrExists
+		return backend.ErrExists
 	}
 	return nil
 }
 
 // Put implements [idem.Tx].
-func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOpt
 		`INSERT INTO docs (collection, id, version, doc, expires_at) VALUES (?, ?, `+nextVersion+`, ?, ?)
 		ON CONFLICT (collection, id) DO UPDATE
 			SET version = excluded.version, doc = excluded.doc, expires_at = excluded.expires_at`,
-		k.Collection, k.ID, b, expiresAt(opts))
+		k.Collection, k.StoredID(), b, expiresAt(opts))
 	if err != nil {
 		return fmt.Errorf("sqlite: putting document: %w", err)
 	}
@@ -202,7 +202,7 @@ func (t *tx) Put(ctx context.Context, k idem.Key, doc any, opts ...idem.WriteOpt
 
 // Update implements [idem.Tx]: one UPDATE conditional on the version and on
 // the document being live.
-func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...idem.WriteOption) error {
+func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, op
 	res, err := t.conn.ExecContext(ctx,
 		`UPDATE docs SET version = `+nextVersion+`, doc = ?, expires_at = ?
 		WHERE collection = ? AND id = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)`,
-		b, expiresAt(opts), k.Collection, k.ID, int64(v), t.nowNano())
+		b, expiresAt(opts), k.Collection, k.StoredID(), int64(v), t.nowNano())
 	if err != nil {
 		return fmt.Errorf("sqlite: updating document: %w", err)
 	}
@@ -228,14 +228,14 @@ func (t *tx) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, op
 }
 
 // Delete implements [idem.Tx].
-func (t *tx) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
 	if err := t.check(k); err != nil {
 		return err
 	}
 	res, err := t.conn.ExecContext(ctx,
 		`DELETE FROM docs
 		WHERE collection = ? AND id = ? AND (? = 0 OR version = ?) AND (expires_at IS NULL OR expires_at > ?)`,
-		k.Collection, k.ID, int64(v), int64(v), t.nowNano())
+		k.Collection, k.StoredID(), int64(v), int64(v), t.nowNano())
 	if err != nil {
 		return fmt.Errorf("sqlite: deleting document: %w", err)
 	}

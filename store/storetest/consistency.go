@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // runConsistency checks promises that only overlapping transactions reveal:
@@ -98,7 +99,7 @@ func runConsistency(t *testing.T, h Harness) {
 
 	t.Run("SweepRefusesANonPositiveLimit", func(t *testing.T) {
 		t.Parallel()
-		sw, ok := h.New(t, time.Now).(idem.Sweeper)
+		sw, ok := h.New(t, time.Now).(backend.Sweeper)
 		if !ok {
 			t.Skip("store has no Sweeper")
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // contractEpoch is where every contract subtest's clock starts: a whole
@@ -109,17 +110,17 @@ func (c *contract) mustAbsent(k idem.Key) {
 	}
 }
 
-func (c *contract) create(k idem.Key, d any, opts ...idem.WriteOption) error {
+func (c *contract) create(k idem.Key, d any, opts ...backend.WriteOption) error {
 	c.t.Helper()
 	return c.op(func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, k, d, opts...) })
 }
 
-func (c *contract) put(k idem.Key, d any, opts ...idem.WriteOption) error {
+func (c *contract) put(k idem.Key, d any, opts ...backend.WriteOption) error {
 	c.t.Helper()
 	return c.op(func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, k, d, opts...) })
 }
 
-func (c *contract) update(k idem.Key, v idem.Version, d any, opts ...idem.WriteOption) error {
+func (c *contract) update(k idem.Key, v idem.Version, d any, opts ...backend.WriteOption) error {
 	c.t.Helper()
 	return c.op(func(ctx context.Context, tx idem.Tx) error { return tx.Update(ctx, k, v, d, opts...) })
 }
@@ -359,7 +360,7 @@ func testInvalidKey(t *testing.T, h Harness) {
 		{"NUL in id", ckey("a\x00b"), []idem.Key{ckey("a"), ckey("ab")}},
 	}
 	for _, tc := range cases {
-		if err := tc.k.Validate(); !errors.Is(err, idem.ErrInvalidKey) {
+		if err := tc.k.Validate(); !errors.Is(err, backend.ErrInvalidKey) {
 			t.Fatalf("%s: the test's key is valid (%v)", tc.name, err)
 		}
 		ops := []struct {
@@ -373,7 +374,7 @@ func testInvalidKey(t *testing.T, h Harness) {
 			{"Delete", func(ctx context.Context, tx idem.Tx) error { return tx.Delete(ctx, tc.k, 0) }},
 		}
 		for _, o := range ops {
-			wantErr(t, tc.name+": "+o.op, c.op(o.fn), idem.ErrInvalidKey)
+			wantErr(t, tc.name+": "+o.op, c.op(o.fn), backend.ErrInvalidKey)
 		}
 		for _, n := range tc.near {
 			if n.Validate() != nil {
@@ -410,7 +411,7 @@ func testMarshalError(t *testing.T, h Harness) {
 			if err == nil {
 				t.Fatalf("%s of a %s succeeded, want an error", op, name)
 			}
-			if errors.Is(err, idem.ErrInvalidKey) || errors.Is(err, idem.ErrExists) {
+			if errors.Is(err, backend.ErrInvalidKey) || errors.Is(err, idem.ErrExists) {
 				t.Fatalf("%s of a %s: %v, want an encoding error", op, name, err)
 			}
 		}
@@ -770,7 +771,7 @@ func testExpiry(t *testing.T, h Harness) {
 	c := newContract(t, h)
 	k, forever := ckey("exp"), ckey("forever")
 	now := c.clock.Now()
-	wantErr(t, "Create with expiry", c.create(k, contractDoc{N: 1}, idem.WithExpiry(now.Add(10*time.Second))), nil)
+	wantErr(t, "Create with expiry", c.create(k, contractDoc{N: 1}, backend.WithExpiry(now.Add(10*time.Second))), nil)
 	wantErr(t, "Create without expiry", c.create(forever, contractDoc{N: 1}), nil)
 	_, v1 := c.mustGet(k)
 
@@ -802,10 +803,10 @@ func testExpiry(t *testing.T, h Harness) {
 	// Update and Put set (or clear) the expiry of the version they write.
 	_, v := c.mustGet(k)
 	now = c.clock.Now()
-	wantErr(t, "Update with expiry", c.update(k, v, contractDoc{N: 4}, idem.WithExpiry(now.Add(time.Minute))), nil)
+	wantErr(t, "Update with expiry", c.update(k, v, contractDoc{N: 4}, backend.WithExpiry(now.Add(time.Minute))), nil)
 	c.clock.Advance(30 * time.Second)
 	_, v = c.mustGet(k)
-	wantErr(t, "Update extending expiry", c.update(k, v, contractDoc{N: 5}, idem.WithExpiry(now.Add(time.Hour))), nil)
+	wantErr(t, "Update extending expiry", c.update(k, v, contractDoc{N: 5}, backend.WithExpiry(now.Add(time.Hour))), nil)
 	c.clock.Advance(time.Minute)
 	if d, _ := c.mustGet(k); d.N != 5 {
 		t.Fatalf("after extending expiry: %+v", d)
@@ -818,7 +819,7 @@ func testExpiry(t *testing.T, h Harness) {
 
 	// A write whose expiry is already past is stored expired.
 	past := ckey("past")
-	wantErr(t, "Put expired", c.put(past, contractDoc{N: 1}, idem.WithExpiry(c.clock.Now().Add(-time.Second))), nil)
+	wantErr(t, "Put expired", c.put(past, contractDoc{N: 1}, backend.WithExpiry(c.clock.Now().Add(-time.Second))), nil)
 	c.mustAbsent(past)
 	wantErr(t, "Create over an expired Put", c.create(past, contractDoc{N: 2}), nil)
 	if d, _ := c.mustGet(past); d.N != 2 {
@@ -830,8 +831,8 @@ func testExpiryBoundary(t *testing.T, h Harness) {
 	c := newContract(t, h)
 	at, before := ckey("at"), ckey("before")
 	now := c.clock.Now()
-	wantErr(t, "Put expiring now", c.put(at, contractDoc{N: 1}, idem.WithExpiry(now)), nil)
-	wantErr(t, "Put expiring in a second", c.put(before, contractDoc{N: 1}, idem.WithExpiry(now.Add(time.Second))), nil)
+	wantErr(t, "Put expiring now", c.put(at, contractDoc{N: 1}, backend.WithExpiry(now)), nil)
+	wantErr(t, "Put expiring in a second", c.put(before, contractDoc{N: 1}, backend.WithExpiry(now.Add(time.Second))), nil)
 	c.mustAbsent(at)
 	c.mustGet(before)
 	c.clock.Advance(time.Second)
@@ -903,20 +904,20 @@ func testLimitRollsBackTx(t *testing.T, h Harness) {
 
 func testSweep(t *testing.T, h Harness) {
 	c := newContract(t, h)
-	sw, ok := c.s.(idem.Sweeper)
+	sw, ok := c.s.(backend.Sweeper)
 	if !ok {
-		t.Skip("store does not implement idem.Sweeper")
+		t.Skip("store does not implement backend.Sweeper")
 	}
 	now := c.clock.Now()
 	// Five documents expire by now+10s (one exactly then), three do not.
 	for i := range 5 {
 		exp := now.Add(time.Duration(i*2+2) * time.Second)
-		wantErr(t, "Put expiring", c.put(ckey(fmt.Sprintf("gone%d", i)), contractDoc{N: i}, idem.WithExpiry(exp)), nil)
+		wantErr(t, "Put expiring", c.put(ckey(fmt.Sprintf("gone%d", i)), contractDoc{N: i}, backend.WithExpiry(exp)), nil)
 	}
 	live := []idem.Key{ckey("live0"), ckey("live1"), ckey("live2")}
 	wantErr(t, "Put", c.put(live[0], contractDoc{N: 1}), nil)
-	wantErr(t, "Put", c.put(live[1], contractDoc{N: 2}, idem.WithExpiry(now.Add(11*time.Second))), nil)
-	wantErr(t, "Put", c.put(live[2], contractDoc{N: 3}, idem.WithExpiry(now.Add(time.Hour))), nil)
+	wantErr(t, "Put", c.put(live[1], contractDoc{N: 2}, backend.WithExpiry(now.Add(11*time.Second))), nil)
+	wantErr(t, "Put", c.put(live[2], contractDoc{N: 3}, backend.WithExpiry(now.Add(time.Hour))), nil)
 
 	n, err := sw.Sweep(t.Context(), 10)
 	wantErr(t, "Sweep before anything expired", err, nil)

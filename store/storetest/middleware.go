@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idemtest"
 )
 
@@ -233,7 +234,7 @@ func noteID(t *testing.T, res *mcp.CallToolResult) string {
 // on every backend.
 func runMiddleware(t *testing.T, h Harness) {
 	runMiddlewareSuite(t, h)
-	if _, ok := h.New(t, time.Now).(idem.Reader); ok {
+	if _, ok := h.New(t, time.Now).(backend.Reader); ok {
 		t.Run("WithoutReader", func(t *testing.T) {
 			plain := h
 			plain.New = func(t *testing.T, now func() time.Time) idem.Store { return noReader{h.New(t, now)} }
@@ -763,8 +764,8 @@ type unknownCommit struct {
 var errLostCommit = errors.New("storetest: connection lost during COMMIT")
 
 // readerOf keeps s's Reader capability visible through a wrapper.
-func readerOf(s idem.Store) (idem.Reader, bool) {
-	r, ok := s.(idem.Reader)
+func readerOf(s idem.Store) (backend.Reader, bool) {
+	r, ok := s.(backend.Reader)
 	return r, ok
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // runReader checks the optional Reader capability, and CreateAtCommit on
@@ -20,19 +21,19 @@ func runReader(t *testing.T, h Harness) {
 		t.Parallel()
 		clock := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 		s := h.New(t, clock.Now)
-		r, ok := s.(idem.Reader)
+		r, ok := s.(backend.Reader)
 		if !ok {
 			t.Skip("store has no Reader")
 		}
 		if _, err := r.Read(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
 			t.Fatalf("Read of an absent document: %v, want ErrNotFound", err)
 		}
-		if _, err := r.Read(ctx, idem.Key{Collection: "Bad/", ID: "x"}, nil); !errors.Is(err, idem.ErrInvalidKey) {
+		if _, err := r.Read(ctx, idem.Key{Collection: "Bad/", ID: "x"}, nil); !errors.Is(err, backend.ErrInvalidKey) {
 			t.Fatalf("Read of an invalid key: %v, want ErrInvalidKey", err)
 		}
 		var inTx idem.Version
 		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-			if err := tx.Create(ctx, k, doc{N: 1}, idem.WithExpiry(clock.Now().Add(time.Minute))); err != nil {
+			if err := tx.Create(ctx, k, doc{N: 1}, backend.WithExpiry(clock.Now().Add(time.Minute))); err != nil {
 				return err
 			}
 			// Not committed yet: a Read outside does not see it.
@@ -76,7 +77,7 @@ func runReader(t *testing.T, h Harness) {
 			if attempts > 1 {
 				return nil // the next attempt reads the document and writes nothing
 			}
-			err := tx.Create(ctx, k, doc{N: 2}, idem.CreateAtCommit())
+			err := tx.Create(ctx, k, doc{N: 2}, backend.CreateAtCommit())
 			if errors.Is(err, idem.ErrExists) {
 				return fmt.Errorf("%w: exists", idem.ErrConflict)
 			}
@@ -99,7 +100,7 @@ func runReader(t *testing.T, h Harness) {
 		// Over an expired document it succeeds in one attempt.
 		ke := idem.Key{Collection: "reader", ID: "expired"}
 		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-			return tx.Create(ctx, ke, doc{N: 1}, idem.WithExpiry(clock.Now().Add(time.Second)))
+			return tx.Create(ctx, ke, doc{N: 1}, backend.WithExpiry(clock.Now().Add(time.Second)))
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func runReader(t *testing.T, h Harness) {
 		attempts = 0
 		err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			attempts++
-			return tx.Create(ctx, ke, doc{N: 3}, idem.CreateAtCommit())
+			return tx.Create(ctx, ke, doc{N: 3}, backend.CreateAtCommit())
 		})
 		if err != nil || attempts != 1 {
 			t.Fatalf("deferred Create over an expired document: %v after %d attempts", err, attempts)
