@@ -27,11 +27,13 @@
 // [Priority], [Lowest], [Union], [Optional], [Struct] with [Field], [View])
 // are joins and compose into joins.
 //
-// [Check] verifies a rule's laws on generated values (with
-// pgregory.net/rapid, which shrinks a failure to a small counter-example) and
-// that every arrival order of a generated set of attempts folds to the same
-// value. Run it in the tests of every rule you ship; [Verify] is the same
-// check returning an error.
+// Package [github.com/idemkit/sdk/merge/mergetest] verifies a rule's laws
+// on generated values (with pgregory.net/rapid, which shrinks a failure to a
+// small counter-example) and that every arrival order of a generated set of
+// attempts folds to the same value: run its Check in the tests of every rule
+// you ship; its Verify is the same check returning an error. The checker
+// lives apart so that package merge imports neither testing nor rapid, and a
+// server using merge rules gains no test flags.
 //
 // [Apply] runs a rule inside an [idem.Tx]: it reads the record, joins, writes
 // only if the JSON changed (conditionally on the version it read, so a

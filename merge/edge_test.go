@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/sdk/merge"
+	"github.com/idemkit/sdk/merge/mergetest"
 )
 
 // Priority breaks ties by JSON, so -0 and +0 (equal to ==, not to a store)
@@ -19,7 +20,7 @@ func TestPrioritySignedZero(t *testing.T) {
 		t.Errorf("Priority(-0, 0) = %v, Priority(0, -0) = %v", got1, got2)
 	}
 	gen := rapid.SampledFrom([]float64{negZero, 0, 1, 2, 3})
-	if err := merge.Verify(rule, gen); err != nil {
+	if err := mergetest.Verify(rule, gen); err != nil {
 		t.Errorf("Priority over floats with signed zeros: %v", err)
 	}
 }
@@ -27,8 +28,8 @@ func TestPrioritySignedZero(t *testing.T) {
 // A value that cannot be stored is reported under the JSON law, not as a
 // broken algebraic one.
 func TestNaNIsAJSONProblem(t *testing.T) {
-	err := merge.Verify(merge.Max[float64], rapid.SampledFrom([]float64{math.NaN(), 1}))
-	var le *merge.LawError
+	err := mergetest.Verify(merge.Max[float64], rapid.SampledFrom([]float64{math.NaN(), 1}))
+	var le *mergetest.LawError
 	if !errors.As(err, &le) || le.Law != "json" {
 		t.Errorf("Verify(Max, NaN) = %v, want the json law", err)
 	}

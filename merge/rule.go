@@ -18,7 +18,8 @@ import (
 // Then any arrival order of the same set of attempts, with any of them
 // repeated, folds to the same record. Two values are equal when their
 // encoding/json encodings are byte-equal: records are stored as JSON, so that
-// is the equality a reader of the store sees. [Check] verifies the three laws.
+// is the equality a reader of the store sees.
+// [github.com/idemkit/sdk/merge/mergetest.Check] verifies the three laws.
 //
 // A Rule must not modify its arguments and must be deterministic: no clock,
 // no randomness, no dependence on map iteration order.
@@ -203,8 +204,8 @@ func Field[T, F any](get func(*T) *F, rule Rule[F]) FieldRule[T] {
 // Struct returns the field-wise product of rules: the result starts from the
 // zero T and each field named by a FieldRule holds that field's join. A
 // product of joins is a join. Fields without a rule are zero in the result,
-// so [Check] reports a rule that forgets one (its idempotence fails); fill
-// derived fields with [View].
+// so [github.com/idemkit/sdk/merge/mergetest.Check] reports a rule that
+// forgets one (its idempotence fails); fill derived fields with [View].
 func Struct[T any](fields ...FieldRule[T]) Rule[T] {
 	return func(a, b T) T {
 		var out T

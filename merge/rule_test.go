@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/sdk/merge"
+	"github.com/idemkit/sdk/merge/mergetest"
 )
 
 var base = time.Date(2026, 3, 2, 14, 0, 0, 0, time.UTC)
@@ -34,22 +35,22 @@ func TestBuiltinsPassCheck(t *testing.T) {
 		Maybe *float64       `json:"maybe"`
 	}
 	small := rapid.IntRange(-3, 3)
-	t.Run("Earliest", func(t *testing.T) { merge.Check(t, merge.Earliest, timeGen()) })
-	t.Run("Latest", func(t *testing.T) { merge.Check(t, merge.Latest, timeGen()) })
-	t.Run("MinInt", func(t *testing.T) { merge.Check(t, merge.Min[int], small) })
-	t.Run("MaxInt", func(t *testing.T) { merge.Check(t, merge.Max[int], small) })
+	t.Run("Earliest", func(t *testing.T) { mergetest.Check(t, merge.Earliest, timeGen()) })
+	t.Run("Latest", func(t *testing.T) { mergetest.Check(t, merge.Latest, timeGen()) })
+	t.Run("MinInt", func(t *testing.T) { mergetest.Check(t, merge.Min[int], small) })
+	t.Run("MaxInt", func(t *testing.T) { mergetest.Check(t, merge.Max[int], small) })
 	floats := rapid.SampledFrom([]float64{math.Copysign(0, -1), 0, 1.5, -2})
-	t.Run("MinFloatSignedZero", func(t *testing.T) { merge.Check(t, merge.Min[float64], floats) })
-	t.Run("MaxFloatSignedZero", func(t *testing.T) { merge.Check(t, merge.Max[float64], floats) })
+	t.Run("MinFloatSignedZero", func(t *testing.T) { mergetest.Check(t, merge.Min[float64], floats) })
+	t.Run("MaxFloatSignedZero", func(t *testing.T) { mergetest.Check(t, merge.Max[float64], floats) })
 	t.Run("MaxString", func(t *testing.T) {
-		merge.Check(t, merge.Max[string], rapid.SampledFrom([]string{"", "a", "b", "ab"}))
+		mergetest.Check(t, merge.Max[string], rapid.SampledFrom([]string{"", "a", "b", "ab"}))
 	})
 	t.Run("Priority", func(t *testing.T) {
-		merge.Check(t, merge.Priority("done", "abandoned"),
+		mergetest.Check(t, merge.Priority("done", "abandoned"),
 			rapid.SampledFrom([]string{"done", "abandoned", "interrupted", "x", ""}))
 	})
 	t.Run("Lowest", func(t *testing.T) {
-		merge.Check(t, merge.Lowest[rec](), rapid.Custom(func(t *rapid.T) rec {
+		mergetest.Check(t, merge.Lowest[rec](), rapid.Custom(func(t *rapid.T) rec {
 			return rec{At: timeGen().Draw(t, "at"), N: small.Draw(t, "n")}
 		}))
 	})
@@ -58,10 +59,10 @@ func TestBuiltinsPassCheck(t *testing.T) {
 			rapid.Just[map[string]int](nil),
 			rapid.MapOfN(rapid.SampledFrom([]string{"a", "b", "c"}), small, 0, 3),
 		)
-		merge.Check(t, merge.Union[string](merge.Max[int]), gen)
+		mergetest.Check(t, merge.Union[string](merge.Max[int]), gen)
 	})
 	t.Run("Optional", func(t *testing.T) {
-		merge.Check(t, merge.Optional(merge.Earliest), rapid.Ptr(timeGen(), true))
+		mergetest.Check(t, merge.Optional(merge.Earliest), rapid.Ptr(timeGen(), true))
 	})
 	t.Run("Struct", func(t *testing.T) {
 		rule := merge.Struct(
@@ -70,7 +71,7 @@ func TestBuiltinsPassCheck(t *testing.T) {
 			merge.Field(func(r *rec) *map[string]int { return &r.Tags }, merge.Union[string](merge.Min[int])),
 			merge.Field(func(r *rec) **float64 { return &r.Maybe }, merge.Optional(merge.Max[float64])),
 		)
-		merge.Check(t, rule, rapid.Custom(func(t *rapid.T) rec {
+		mergetest.Check(t, rule, rapid.Custom(func(t *rapid.T) rec {
 			return rec{
 				At:    timeGen().Draw(t, "at"),
 				N:     small.Draw(t, "n"),
@@ -140,10 +141,10 @@ func TestStructForgottenField(t *testing.T) {
 	if got.N != 2 || !got.At.IsZero() {
 		t.Errorf("Struct = %+v, want N 2 and a zero At", got)
 	}
-	err := merge.Verify(rule, rapid.Custom(func(t *rapid.T) rec {
+	err := mergetest.Verify(rule, rapid.Custom(func(t *rapid.T) rec {
 		return rec{N: rapid.IntRange(0, 3).Draw(t, "n"), At: timeGen().Draw(t, "at")}
 	}))
-	var le *merge.LawError
+	var le *mergetest.LawError
 	if !errors.As(err, &le) || le.Law != "idempotent" {
 		t.Errorf("Verify = %v, want idempotence broken", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/merge"
+	"github.com/idemkit/sdk/merge/mergetest"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -37,7 +38,7 @@ func sessionGen() *rapid.Generator[Session] {
 }
 
 func TestStopRulePassesCheck(t *testing.T) {
-	merge.Check(t, stopRule, sessionGen())
+	mergetest.Check(t, stopRule, sessionGen())
 }
 
 var (

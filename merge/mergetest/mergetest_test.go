@@ -1,4 +1,4 @@
-package merge_test
+package mergetest_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/sdk/merge"
+	"github.com/idemkit/sdk/merge/mergetest"
 )
 
 // lastArrivalWins is last-writer-wins by arrival: the value that comes second
@@ -26,28 +27,28 @@ func TestVerifyRejectsBrokenRules(t *testing.T) {
 		err  error
 		law  string
 	}{
-		{"last writer by arrival", merge.Verify(lastArrivalWins, ints), "commutative"},
-		{"append to a list", merge.Verify(appendAll, rapid.SliceOfN(ints, 0, 4)), "commutative"},
-		{"append to a list, idempotence", merge.Verify(
+		{"last writer by arrival", mergetest.Verify(lastArrivalWins, ints), "commutative"},
+		{"append to a list", mergetest.Verify(appendAll, rapid.SliceOfN(ints, 0, 4)), "commutative"},
+		{"append to a list, idempotence", mergetest.Verify(
 			// Commutative and associative on single-element lists, but not idempotent.
 			func(a, b []int) []int { return slices.Sorted(slices.Values(appendAll(a, b))) },
 			rapid.SliceOfN(ints, 1, 1)), "idempotent"},
-		{"subtraction", merge.Verify(func(a, b int) int { return a - b }, ints), "commutative"},
-		{"average", merge.Verify(func(a, b float64) float64 { return (a + b) / 2 },
+		{"subtraction", mergetest.Verify(func(a, b int) int { return a - b }, ints), "commutative"},
+		{"average", mergetest.Verify(func(a, b float64) float64 { return (a + b) / 2 },
 			rapid.Float64Range(-100, 100)), "associative"},
-		{"mutates its argument", merge.Verify(func(a, b map[string]int) map[string]int {
+		{"mutates its argument", mergetest.Verify(func(a, b map[string]int) map[string]int {
 			for k, v := range b {
 				a[k] = max(a[k], v)
 			}
 			return a
 		}, rapid.MapOfN(rapid.SampledFrom([]string{"a", "b"}), ints, 1, 2)), "pure"},
-		{"panics", merge.Verify(func(a, b int) int { return a / (b - b) }, ints), "pure"},
+		{"panics", mergetest.Verify(func(a, b int) int { return a / (b - b) }, ints), "pure"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var le *merge.LawError
+			var le *mergetest.LawError
 			if !errors.As(c.err, &le) {
-				t.Fatalf("Verify = %v, want a *merge.LawError", c.err)
+				t.Fatalf("Verify = %v, want a *mergetest.LawError", c.err)
 			}
 			if le.Law != c.law {
 				t.Errorf("law = %q, want %q\n%v", le.Law, c.law, c.err)
@@ -62,10 +63,10 @@ func TestVerifyRejectsBrokenRules(t *testing.T) {
 // TestVerifyShrinks checks that the counter-example is the smallest one:
 // last-writer-wins on 0..1000 breaks commutativity first on 0 and 1.
 func TestVerifyShrinks(t *testing.T) {
-	err := merge.Verify(lastArrivalWins, rapid.IntRange(0, 1000))
-	var le *merge.LawError
+	err := mergetest.Verify(lastArrivalWins, rapid.IntRange(0, 1000))
+	var le *mergetest.LawError
 	if !errors.As(err, &le) {
-		t.Fatalf("Verify = %v, want a *merge.LawError", err)
+		t.Fatalf("Verify = %v, want a *mergetest.LawError", err)
 	}
 	want := "a = 0\nb = 1\nrule(a, b) = 1\nrule(b, a) = 0"
 	if le.Example != want && le.Example != "a = 1\nb = 0\nrule(a, b) = 0\nrule(b, a) = 1" {
@@ -82,18 +83,18 @@ func TestVerifyOrderIndependence(t *testing.T) {
 		}
 		return (a + b) / 2
 	}
-	err := merge.Verify(rule, rapid.IntRange(0, 8))
-	var le *merge.LawError
+	err := mergetest.Verify(rule, rapid.IntRange(0, 8))
+	var le *mergetest.LawError
 	if !errors.As(err, &le) || (le.Law != "associative" && le.Law != "order-independent") {
 		t.Fatalf("Verify = %v, want associativity or order independence broken", err)
 	}
 }
 
 func TestVerifyBadInput(t *testing.T) {
-	if err := merge.Verify[int](nil, rapid.IntRange(0, 1)); err == nil {
+	if err := mergetest.Verify[int](nil, rapid.IntRange(0, 1)); err == nil {
 		t.Error("Verify(nil rule) = nil")
 	}
-	if err := merge.Verify(merge.Max[int], nil); err == nil {
+	if err := mergetest.Verify(merge.Max[int], nil); err == nil {
 		t.Error("Verify(nil generator) = nil")
 	}
 }
@@ -111,17 +112,17 @@ func (f *fakeTB) Errorf(string, ...any) { f.failed = true }
 
 func TestCheckFailsTheTest(t *testing.T) {
 	f := &fakeTB{TB: t}
-	merge.Check(f, lastArrivalWins, rapid.IntRange(0, 10))
+	mergetest.Check(f, lastArrivalWins, rapid.IntRange(0, 10))
 	if !f.failed || !strings.Contains(f.msg, "not commutative") {
 		t.Errorf("Check on last-writer-wins: failed=%v msg=%q", f.failed, f.msg)
 	}
 	f = &fakeTB{TB: t}
-	merge.Check(f, appendAll, rapid.SliceOfN(rapid.IntRange(0, 10), 0, 3))
+	mergetest.Check(f, appendAll, rapid.SliceOfN(rapid.IntRange(0, 10), 0, 3))
 	if !f.failed || !strings.Contains(f.msg, "merge: rule is not") {
 		t.Errorf("Check on append: failed=%v msg=%q", f.failed, f.msg)
 	}
 	f = &fakeTB{TB: t}
-	merge.Check(f, merge.Max[int], rapid.IntRange(0, 10))
+	mergetest.Check(f, merge.Max[int], rapid.IntRange(0, 10))
 	if f.failed {
 		t.Errorf("Check on Max failed: %s", f.msg)
 	}

@@ -1,4 +1,14 @@
-package merge
+// Package mergetest checks that a [merge.Rule] is a join: commutative,
+// associative and idempotent, with every arrival order of a set of attempts
+// folding to the same value. It is meant for tests: it uses package testing
+// and pgregory.net/rapid (which shrinks a failure to a small
+// counter-example), and so registers rapid's -rapid.* flags. Package merge
+// itself imports neither, so a server that uses merge rules does not gain
+// those flags.
+//
+// Run [Check] in the tests of every rule you ship; [Verify] is the same
+// check returning an error.
+package mergetest
 
 import (
 	"bytes"
@@ -11,6 +21,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/idemkit/sdk/merge"
 )
 
 // A LawError reports a law a rule broke, with the smallest counter-example
@@ -18,7 +30,7 @@ import (
 type LawError struct {
 	// Law is "commutative", "associative", "idempotent", "order-independent",
 	// "pure" (the rule modified an argument or panicked) or "json" (a
-	// result does not survive a JSON round trip, so Apply would store
+	// result does not survive a JSON round trip, so [merge.Apply] would store
 	// something else).
 	Law string
 	// Example describes the counter-example: the values, as JSON, and what
@@ -41,14 +53,14 @@ func (e *LawError) Error() string {
 // from gen. Use it in a server's tests for every rule it ships:
 //
 //	func TestStopRule(t *testing.T) {
-//		merge.Check(t, stopRule, sessionGen)
+//		mergetest.Check(t, stopRule, sessionGen())
 //	}
 //
 // The failure message names the law that broke and the smallest
 // counter-example found. As with rapid.Check, a failing case is saved
 // under testdata/rapid and tried first on the next run, unless
 // -rapid.nofailfile is set.
-func Check[T any](t testing.TB, rule Rule[T], gen *rapid.Generator[T]) {
+func Check[T any](t testing.TB, rule merge.Rule[T], gen *rapid.Generator[T]) {
 	t.Helper()
 	if err := verify(t.Name(), rule, gen); err != nil {
 		t.Fatal(err)
@@ -63,8 +75,8 @@ func Check[T any](t testing.TB, rule Rule[T], gen *rapid.Generator[T]) {
 //   - that every permutation of a generated set of 2 to 5 values folds
 //     (left to right) to the same value;
 //   - that the rule leaves its arguments unchanged and does not panic;
-//   - that a result encodes to the same JSON after a decode (what Apply
-//     stores is what a reader gets back).
+//   - that a result encodes to the same JSON after a decode (what
+//     [merge.Apply] stores is what a reader gets back).
 //
 // The JSON law is checked first, so a value that cannot be stored (a NaN) is
 // reported as such rather than as a broken algebraic law.
@@ -72,21 +84,21 @@ func Check[T any](t testing.TB, rule Rule[T], gen *rapid.Generator[T]) {
 // Equality is byte equality of encoding/json encodings: what a store keeps.
 // Fields that JSON does not encode (json:"-", unexported) are not compared,
 // so a rule may let them depend on arrival order; keep such fields out of
-// merged records, or out of what Describe reports. gen should draw the
+// merged records, or out of what [merge.Describe] reports. gen should draw the
 // values the rule will meet: records the rule could have produced, with
 // collisions (equal times, equal ids) likely, since ties are where rules
 // break. Counter-examples are shrunk by rapid. A nil rule or gen is an
 // error.
-func Verify[T any](rule Rule[T], gen *rapid.Generator[T]) error {
-	return verify("merge.Verify", rule, gen)
+func Verify[T any](rule merge.Rule[T], gen *rapid.Generator[T]) error {
+	return verify("mergetest.Verify", rule, gen)
 }
 
-func verify[T any](name string, rule Rule[T], gen *rapid.Generator[T]) error {
+func verify[T any](name string, rule merge.Rule[T], gen *rapid.Generator[T]) error {
 	if rule == nil {
-		return errors.New("merge: Verify: rule is nil")
+		return errors.New("mergetest: Verify: rule is nil")
 	}
 	if gen == nil {
-		return errors.New("merge: Verify: generator is nil")
+		return errors.New("mergetest: Verify: generator is nil")
 	}
 	laws := []struct {
 		name string
@@ -204,7 +216,7 @@ var seedRE = regexp.MustCompile(`-rapid\.seed=(\d+)`)
 
 // call runs rule(a, b), reporting a panic or a modified argument as a broken
 // "pure" law. fail does not return.
-func call[T any](rule Rule[T], a, b T, fail func(string, string, ...any)) (T, bool) {
+func call[T any](rule merge.Rule[T], a, b T, fail func(string, string, ...any)) (T, bool) {
 	ja, jb := js(a), js(b)
 	out, p := protect(rule, a, b)
 	if p != nil {
@@ -218,7 +230,7 @@ func call[T any](rule Rule[T], a, b T, fail func(string, string, ...any)) (T, bo
 	return out, true
 }
 
-func protect[T any](rule Rule[T], a, b T) (out T, p any) {
+func protect[T any](rule merge.Rule[T], a, b T) (out T, p any) {
 	defer func() { p = recover() }()
 	return rule(a, b), nil
 }

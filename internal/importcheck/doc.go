@@ -1,0 +1,5 @@
+// Package importcheck holds a test that keeps the module's library packages
+// free of test machinery: a program that imports every public package that
+// is not a test helper must not depend on package testing or on
+// pgregory.net/rapid, and must not gain their command-line flags.
+package importcheck
