@@ -2,15 +2,10 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"runtime/debug"
 	"sync"
 )
-
-// ErrNoTransaction is returned by [AfterCommit] when ctx does not come from a
-// transaction started by [Run] or by the middleware.
-var ErrNoTransaction = errors.New("idem: no idemkit transaction in context")
 
 type afterCommitKey struct{}
 
@@ -28,17 +23,18 @@ type afterCommitList struct {
 //
 // A panic in a hook is logged (with slog's default logger) and contained:
 // the other hooks still run. Use it for outbound effects that must follow
-// the change (see package sideeffect); ctx must be the context passed to a [HandlerFor] or to the fn
-// of [Run].
-func AfterCommit(ctx context.Context, f func(ctx context.Context)) error {
+// the change (see package sideeffect). ctx must be the context passed to a
+// [HandlerFor] or to the fn of [Run]: AfterCommit reports false, and
+// registers nothing, for any other.
+func AfterCommit(ctx context.Context, f func(ctx context.Context)) bool {
 	l, _ := ctx.Value(afterCommitKey{}).(*afterCommitList)
 	if l == nil {
-		return ErrNoTransaction
+		return false
 	}
 	l.mu.Lock()
 	l.fns = append(l.fns, f)
 	l.mu.Unlock()
-	return nil
+	return true
 }
 
 // Run is s.Run with [AfterCommit] hooks: fn may register hooks on its ctx,

@@ -5,13 +5,15 @@ import (
 	"fmt"
 )
 
-// A Code classifies an [Error]. Each code is sent to the caller in
-// _meta["io.idemkit/error"] of the tool result, and each has one thing the
-// caller should do about it.
+// A Code classifies an [Error]. Every error an idemkit tool returns is a tool
+// result with isError set, its code in _meta["io.idemkit/error"] and words
+// that say what to do; each code has one thing the caller should do about it
+// (docs/clients.md).
 type Code string
 
 const (
-	// CodeMissingKey: a record-key argument is absent or empty. Send it.
+	// CodeMissingKey: a record-key argument is absent, null or empty. Send
+	// it; the message names it.
 	CodeMissingKey Code = "missing_key"
 	// CodeAmbiguousTarget: a close or delete named no record and the server
 	// would not guess. Pick one of the candidates and send its id.
@@ -19,25 +21,38 @@ const (
 	// CodeKeyReused: the op id was used before with other arguments. Mint a
 	// new op id for a new operation.
 	CodeKeyReused Code = "key_reused"
-	// CodeBusy: the same operation is still running. Retry later with the
-	// same op id.
+	// CodeBusy: a call with the same op id is still running. Retry later
+	// with the same op id: the retry gets that call's result.
 	CodeBusy Code = "busy"
+	// CodeContended: the write lost too many races with concurrent writes
+	// and nothing was saved. Retry with the same arguments (and op id).
+	CodeContended Code = "contended"
 	// CodeUnknownOutcome: the server cannot tell whether the operation
 	// committed. Call get_operation with the op id before retrying.
 	CodeUnknownOutcome Code = "unknown_outcome"
 	// CodeEventBeforeStart: an event's timestamp is before the record began.
 	CodeEventBeforeStart Code = "event_before_start"
-	// CodeInvalidOpID: the op id is not 1..128 printable ASCII characters, or
-	// the argument and _meta carry different ones.
+	// CodeInvalidOpID: the op id is not a string of 1..128 printable ASCII
+	// characters, the argument and _meta carry different ones, or the tool
+	// requires one and none was sent.
 	CodeInvalidOpID Code = "invalid_op_id"
+	// CodeInvalidArguments: the arguments do not match the tool's input
+	// schema. The message names the argument and what was expected, never
+	// the value; nothing ran.
+	CodeInvalidArguments Code = "invalid_arguments"
 	// CodeScopeRequired: the tool needs an authenticated caller.
 	CodeScopeRequired Code = "scope_required"
-	// CodeInternal: anything else; the server logged it.
+	// CodeNotSaved: the tool's handler reported an error and its transaction
+	// rolled back: nothing was saved. The message is the handler's own.
+	CodeNotSaved Code = "not_saved"
+	// CodeInternal: anything else; the server logged it, and the message
+	// says whether anything was saved.
 	CodeInternal Code = "internal"
 )
 
-// Error is the error the middleware reports to callers. Its Message is safe
-// to show a caller: it never holds argument values.
+// Error is the error the middleware reports to callers, and that a handler
+// returns to refuse a call with a code of its own choosing. Its Message is
+// sent to the caller: it must never hold argument values.
 type Error struct {
 	Code    Code
 	Message string
@@ -47,7 +62,6 @@ type Error struct {
 	// OpID is the op id the error is about, for CodeUnknownOutcome and
 	// CodeBusy. The caller sent it, so it is not a leak.
 	OpID string
-	err  error
 }
 
 // A Candidate is one record a close or delete without an id could mean.
@@ -63,16 +77,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("idem: %s: %s", e.Code, e.Message)
 }
 
-// Unwrap returns the underlying error, if any.
-func (e *Error) Unwrap() error { return e.err }
-
 // NewError returns an *Error with the given code and message. The message
 // must not hold argument values.
 func NewError(c Code, msg string) *Error { return &Error{Code: c, Message: msg} }
-
-func wrapError(c Code, msg string, err error) *Error {
-	return &Error{Code: c, Message: msg, err: err}
-}
 
 // CodeOf returns the code of the first *Error in err's chain, or
 // CodeInternal if there is none. CodeOf(nil) is "".

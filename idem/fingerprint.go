@@ -16,10 +16,10 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// OpIDArgument is the name of the tool argument that carries an op id.
-const OpIDArgument = "op_id"
+// opIDArgument is the name of the tool argument that carries an op id.
+const opIDArgument = "op_id"
 
-// Fingerprint returns the hex SHA-256 of the RFC 8785 (JCS) canonical form of
+// fingerprintArgs returns the hex SHA-256 of the RFC 8785 (JCS) canonical form of
 // args, a JSON object of tool arguments, with its top-level "op_id" member
 // removed. Two argument objects that differ only in member order, white
 // space or number spelling (1, 1.0, 1e0) have the same fingerprint; any
@@ -36,7 +36,7 @@ const OpIDArgument = "op_id"
 // marshaled) the fingerprint is the hash of the RFC 8785 form alone.
 //
 // The error for malformed input never holds the input.
-func Fingerprint(args json.RawMessage) (string, error) {
+func fingerprintArgs(args json.RawMessage) (string, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		trimmed = []byte("{}")
@@ -51,7 +51,7 @@ func Fingerprint(args json.RawMessage) (string, error) {
 	if n := bytes.Count(trimmed, []byte(`"op_id"`)); n <= 1 && !bytes.Contains(trimmed, []byte(`\u`)) && !longDigitRun(trimmed) {
 		if canon, err := jcs.Transform(trimmed); err == nil {
 			if n == 1 {
-				canon = dropMember(canon, OpIDArgument)
+				canon = dropMember(canon, opIDArgument)
 			}
 			sum := sha256.Sum256(canon)
 			return hex.EncodeToString(sum[:]), nil
@@ -60,7 +60,7 @@ func Fingerprint(args json.RawMessage) (string, error) {
 	return decodedFingerprint(trimmed)
 }
 
-// decodedFingerprint is Fingerprint for any argument object trimmed: one
+// decodedFingerprint is fingerprintArgs for any argument object trimmed: one
 // that may hold op_id (escaped, repeated, beside invalid UTF-8) is decoded
 // to drop it, the last of duplicate members counting as in the handler's
 // decoding; the canonicalizer rejects malformed input.
@@ -75,8 +75,8 @@ func decodedFingerprint(trimmed []byte) (string, error) {
 			return "", errors.New("idem: arguments are not a JSON object")
 		}
 	}
-	if _, ok := obj[OpIDArgument]; ok {
-		delete(obj, OpIDArgument)
+	if _, ok := obj[opIDArgument]; ok {
+		delete(obj, opIDArgument)
 		b, err := json.Marshal(obj)
 		if err != nil {
 			return "", fmt.Errorf("idem: re-encoding arguments: %w", err)

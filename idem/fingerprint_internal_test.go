@@ -12,7 +12,7 @@ import (
 // canonical form, disagrees with decoding the arguments to drop it.
 func checkFastPath(t *testing.T, data []byte) {
 	t.Helper()
-	got, err := Fingerprint(data)
+	got, err := fingerprintArgs(data)
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		trimmed = []byte("{}")
@@ -100,7 +100,7 @@ func FuzzParseArgs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got := parseArgs(data, OpIDArgument, "k")
+		got := parseArgs(data, opIDArgument, "k")
 		var all map[string]json.RawMessage
 		if json.Unmarshal(data, &all) != nil || all == nil {
 			if got != nil {
@@ -108,7 +108,7 @@ func FuzzParseArgs(f *testing.F) {
 			}
 			return
 		}
-		for _, name := range []string{OpIDArgument, "k"} {
+		for _, name := range []string{opIDArgument, "k"} {
 			g, gok := got[name]
 			w, wok := all[name]
 			if gok != wok || !bytes.Equal(g, w) {

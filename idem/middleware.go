@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // HandlerFor is a typed tool handler that writes through tx. It mirrors
@@ -29,50 +31,114 @@ import (
 //
 // Returning an error, a result with IsError set, or a result with input
 // requests rolls the transaction back and stores nothing, so a retry runs
-// again. A returned *Error is sent to the caller with its code.
+// again. A returned *Error is sent to the caller with its code; any other
+// error with code not_saved and the error's text, which must not hold
+// argument values either.
 type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error)
 
-// Tool wraps h into an [mcp.ToolHandlerFor] that is safe to call twice:
-//
-//   - With an op id (see [OpID]) the call is identified by (scope, tool, op
-//     id). The first call runs h and stores its result in the same
-//     transaction as h's writes; a repeat returns the stored result with
-//     _meta["io.idemkit/replayed"] = true and keeps nothing h does (h runs
-//     only when the repeat reaches a handler that has not answered the op
-//     lately, and its transaction rolls back); a repeat with other
-//     arguments is refused with key_reused; concurrent repeats wait for the
-//     first and then replay.
-//   - Without one, h runs in a transaction, and its keyed writes (see [Keys])
-//     make the repeat harmless.
-//
-// The commit happens even if the request is cancelled after h returned. When
-// the commit's outcome cannot be known, the call is refused with
-// unknown_outcome and never retried inside the server.
-//
-// Use [AddTool] to register the tool with honest annotations.
-func Tool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
-	return newToolHandler(newConfig(opts), s, h)
-}
-
-func newToolHandler[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
-	fl := &flights{m: make(map[Key]chan struct{})}
-	recent := newRecentOps(recentOpsSize)
-	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		cl := &call[In, Out]{c: c, s: s, h: h, fl: fl, recent: recent, req: req, in: in}
-		return cl.serve(ctx)
-	}
-}
-
-type call[In, Out any] struct {
+// tool is one wrapped handler: what it publishes, how its calls are checked,
+// and the state its calls share.
+type tool[In, Out any] struct {
+	desc   *mcp.Tool
 	c      *config
 	s      Store
 	h      HandlerFor[In, Out]
+	in     *inputCheck
+	out    output
 	fl     *flights
 	recent *recentOps
-	req    *mcp.CallToolRequest
-	in     In
+}
 
-	tool    string
+// output says how a handler's Out becomes structured content.
+type output struct {
+	isInterface bool // Out is an interface type (any): no output schema, no content for nil
+	elemZero    any  // for a pointer Out, the zero of its element, sent for a nil pointer
+}
+
+func outputOf[Out any]() output {
+	rt := reflect.TypeFor[Out]()
+	o := output{isInterface: rt.Kind() == reflect.Interface}
+	if rt.Kind() == reflect.Pointer {
+		o.elemZero = reflect.Zero(rt.Elem()).Interface()
+	}
+	return o
+}
+
+// encode returns the structured content for out, or nil for none.
+func (o output) encode(out any) (json.RawMessage, error) {
+	if v := reflect.ValueOf(out); !v.IsValid() || (o.elemZero != nil && v.IsNil()) {
+		if o.elemZero == nil {
+			return nil, nil // an interface Out that is nil
+		}
+		out = o.elemZero
+	}
+	return json.Marshal(out)
+}
+
+// handle is the tool's mcp.ToolHandler. It answers every call with a result,
+// never a protocol error.
+func (t *tool[In, Out]) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req == nil || req.Params == nil {
+		return refusal(NewError(CodeInternal, "no tool call request")), nil
+	}
+	cl := &call[In, Out]{t: t, c: t.c, req: req, tool: req.Params.Name}
+	a, err := cl.serve(ctx)
+	if err != nil {
+		return refusal(err), nil
+	}
+	return a.result(), nil
+}
+
+// An answer is what a call sends back when it is not refused.
+type answer struct {
+	res      *mcp.CallToolResult // the handler's result, or a fresh copy of the stored one; may be nil
+	out      json.RawMessage     // structured content, or nil
+	replayed bool
+}
+
+// result builds the tool result as the SDK does for typed handlers: the
+// structured output, and a text copy of it when the handler sent no content
+// (or sent content beside an output that is not an object).
+func (a *answer) result() *mcp.CallToolResult {
+	res := a.res
+	if res == nil {
+		res = &mcp.CallToolResult{}
+	}
+	if a.replayed {
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta[MetaReplayed] = true
+	}
+	if res.IsError {
+		if _, coded := res.Meta[MetaError]; !coded {
+			if res.Meta == nil {
+				res.Meta = mcp.Meta{}
+			}
+			res.Meta[MetaError] = string(CodeNotSaved)
+		}
+		return res
+	}
+	if res.InputRequests != nil || len(a.out) == 0 {
+		return res
+	}
+	res.StructuredContent = a.out
+	if res.Content == nil {
+		res.Content = []mcp.Content{&mcp.TextContent{Text: string(a.out)}}
+	} else if a.out[0] != '{' {
+		res.Content = append(res.Content, &mcp.TextContent{Text: string(a.out)})
+	}
+	return res
+}
+
+// call is one tool call on its way through the middleware.
+type call[In, Out any] struct {
+	t    *tool[In, Out]
+	c    *config
+	req  *mcp.CallToolRequest
+	in   In
+	tool string
+
 	scope   string
 	opID    string
 	key     Key
@@ -84,197 +150,253 @@ type call[In, Out any] struct {
 	hash   string // see argsHash
 }
 
-// errRollback makes Store.Run roll back a transaction whose result is sent
-// but not kept (IsError results and input requests).
-var errRollback = errors.New("idem: roll back")
-
-func (cl *call[In, Out]) serve(ctx context.Context) (*mcp.CallToolResult, Out, error) {
-	var zero Out
-	if cl.req == nil || cl.req.Params == nil {
-		return refuse[Out](ctx, NewError(CodeInternal, "no tool call request"))
-	}
-	cl.tool = cl.req.Params.Name
-	args := parseArgs(cl.req.Params.Arguments, cl.c.argNames...)
-	if cl.c.opID {
-		id, err := opIDOf(args, cl.req.Params.Meta)
-		if err != nil {
-			return refuse[Out](ctx, asError(err))
-		}
-		cl.opID = id
-	}
-	if err := checkKeys(args, cl.c.keys); err != nil {
-		return refuse[Out](ctx, err)
+// serve checks the call, then runs it with or without an op id.
+func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
+	if err := cl.check(); err != nil {
+		return nil, err
 	}
 	if cl.opID == "" {
 		if cl.c.requireScope && cl.c.scope(ctx, cl.req) == "" {
-			return refuse[Out](ctx, NewError(CodeScopeRequired, "this tool needs an authenticated caller"))
+			return nil, NewError(CodeScopeRequired, "this tool needs an authenticated caller")
 		}
 		return cl.runPlain(ctx)
 	}
 	var refused *Error
 	if cl.scope, refused = cl.c.opScope(ctx, cl.req); refused != nil {
-		return refuse[Out](ctx, refused)
+		return nil, refused
 	}
 	var err error
 	if cl.inJSON, err = json.Marshal(cl.in); err != nil {
-		return refuse[Out](ctx, cl.internal(ctx, "encoding arguments", err))
+		return nil, cl.internal(ctx, "encoding arguments", err)
 	}
-	cl.key = OpKey(cl.scope, cl.tool, cl.opID)
-
-	release, err := cl.fl.acquire(ctx, cl.key, cl.c.busyAfter)
+	cl.key = oprecord.Key(cl.scope, cl.tool, cl.opID)
+	release, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)
 	if err != nil {
 		if errors.Is(err, errBusy) {
-			return refuse[Out](ctx, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID})
+			return nil, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}
 		}
-		return nil, zero, err
+		return nil, NewError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
 	defer release()
 	return cl.runOp(ctx)
 }
 
-// outcome is what one transaction attempt produced.
-type outcome[Out any] struct {
-	res      *mcp.CallToolResult
-	out      Out
-	replayed bool
-	handler  error
+// check refuses, before anything runs, a call whose op id, record keys or
+// arguments are not well formed, in that order, and decodes the arguments.
+func (cl *call[In, Out]) check() *Error {
+	raw := cl.req.Params.Arguments
+	args, err := cl.t.in.check(raw)
+	var named map[string]json.RawMessage
+	if err == nil {
+		named = parseArgs(raw, cl.c.argNames...)
+	} else if err.Message != errNotObject {
+		// The op id and keys are checked first even when the rest fails.
+		named = parseArgs(raw, cl.c.argNames...)
+	}
+	if cl.c.opID && named != nil {
+		id, refused := opIDOf(named, cl.req.Params.Meta)
+		if refused != nil {
+			return refused
+		}
+		cl.opID = id
+	}
+	if cl.c.requireOpID && cl.opID == "" && (named != nil || err == nil) {
+		return NewError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
+	}
+	if named != nil {
+		if refused := checkKeys(named, cl.c.keys); refused != nil {
+			return refused
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(args, &cl.in); err != nil {
+		msg := "the arguments do not match the tool's input"
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			msg = fmt.Sprintf("argument %q cannot be read as %s", te.Field, te.Type)
+		}
+		return NewError(CodeInvalidArguments, msg)
+	}
+	return nil
 }
 
-func (cl *call[In, Out]) runOp(ctx context.Context) (*mcp.CallToolResult, Out, error) {
-	var o outcome[Out]
-	// A store that reads outside transactions answers a replay with that
-	// one read, and a first call then need not read the op record again in
-	// its first attempt: the op record's Create refuses a duplicate that
-	// committed in between, and the retry replays it. The read itself is
-	// made only for op ids this handler answered lately (a client's retry
-	// after a lost response) or with ReadFirst: any other first attempt
-	// skips it, and a duplicate from elsewhere costs a retried transaction
-	// instead (see docs/middleware.md, "Reading the op record").
-	skipRead := false
-	if r, ok := cl.s.(backend.Reader); ok {
-		skipRead = true
-		if cl.c.readFirst || cl.recent.has(cl.key) {
-			var rec opAnswer
-			_, err := r.Read(ctx, cl.key, &rec)
-			switch {
-			case err == nil:
-				// A repeat may match without the fingerprint: see
-				// sameArgs.
-				return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
-			case !errors.Is(err, ErrNotFound):
-				skipRead = false // the transaction reads the op record itself
-			}
+// runPlain runs a call without an op id: the handler in a transaction, its
+// keyed writes making a repeat harmless.
+func (cl *call[In, Out]) runPlain(ctx context.Context) (*answer, *Error) {
+	var a *answer
+	hooks, err := runTx(context.WithoutCancel(ctx), cl.t.s, func(tctx context.Context, tx Tx) error {
+		var err error
+		a, err = cl.runHandler(ctx, tctx, tx)
+		return err
+	})
+	return cl.finish(ctx, a, hooks, err)
+}
+
+// runOp runs a call with an op id. It answers from the op record when one is
+// live (a replay, or key_reused for other arguments), and otherwise runs the
+// handler and creates the op record in the same transaction. The steps:
+//
+//  1. readFirst: a repeat of an op id this handler answered lately is
+//     answered with one read, on stores that can read outside a transaction.
+//  2. transact: the handler and the op record's create, in one transaction;
+//     an op record found inside it (read, or met by the create) is answered.
+//  3. After a failed first attempt that skipped the read, the record of a
+//     duplicate that committed in between is looked for: the handler may
+//     have failed on that duplicate's writes.
+//  4. After a commit of unknown outcome, the record settles it if it can.
+func (cl *call[In, Out]) runOp(ctx context.Context) (*answer, *Error) {
+	r, canRead := cl.t.s.(backend.Reader)
+	skipRead := canRead // the op record's create at commit catches a duplicate
+	if canRead && (cl.c.readFirst || cl.t.recent.has(cl.key)) {
+		rec, err := cl.read(ctx, r)
+		if rec != nil {
+			return cl.replay(ctx, rec, nil)
 		}
+		skipRead = err == nil // on a failed read the transaction reads it itself
 	}
 	// The handler is about to run, and its op record will need the
 	// fingerprint: arguments that cannot be fingerprinted are refused first.
 	if _, err := cl.fingerprint(); err != nil {
-		return refuse[Out](ctx, cl.internal(ctx, "fingerprinting arguments", err))
+		return nil, cl.internal(ctx, "fingerprinting arguments", err)
 	}
-	attempt := 0
-	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
-		attempt++
-		o = outcome[Out]{}
-		if !skipRead || attempt > 1 {
-			var rec opAnswer
-			_, err := tx.Get(tctx, cl.key, &rec)
-			switch {
-			case err == nil:
-				return cl.fromRecord(rec.record(), &o)
-			case !errors.Is(err, ErrNotFound):
-				return err
+	a, rec, hooks, failedFirst, err := cl.transact(ctx, skipRead)
+	if rec == nil && failedFirst {
+		rec, _ = cl.read(ctx, r)
+		if rec != nil {
+			var p *panicError
+			if errors.As(err, &p) {
+				cl.logPanic(ctx, p) // answered from the record, but still a bug to see
 			}
 		}
-		if err := cl.runHandler(ctx, tctx, tx, &o); err != nil {
-			return err
+	}
+	if rec != nil {
+		return cl.replay(ctx, rec, nil)
+	}
+	if errors.Is(err, ErrUnknownOutcome) {
+		return cl.unknown(ctx, err, hooks)
+	}
+	return cl.finish(ctx, a, hooks, err)
+}
+
+// read reads the op record outside a transaction: nil and nil when there is
+// none.
+func (cl *call[In, Out]) read(ctx context.Context, r backend.Reader) (*oprecord.Record, error) {
+	var ans opAnswer
+	_, err := r.Read(ctx, cl.key, &ans)
+	switch {
+	case err == nil:
+		return ans.record(), nil
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	}
+	return nil, err
+}
+
+// errAnswered rolls back an attempt that found the op record: the call is
+// answered from it.
+var errAnswered = errors.New("idem: answered from the op record")
+
+// transact runs the handler and creates the op record in one transaction.
+// It returns the handler's answer, or the op record the transaction found;
+// failedFirst reports a first attempt that skipped reading the op record and
+// failed in the handler.
+func (cl *call[In, Out]) transact(ctx context.Context, skipRead bool) (a *answer, rec *oprecord.Record, hooks *afterCommitList, failedFirst bool, err error) {
+	attempt := 0
+	handlerFailed := false
+	hooks, err = runTx(context.WithoutCancel(ctx), cl.t.s, func(tctx context.Context, tx Tx) error {
+		attempt++
+		a, rec, handlerFailed = nil, nil, false
+		if !skipRead || attempt > 1 {
+			if rec = cl.get(tctx, tx); rec != nil {
+				return errAnswered
+			}
 		}
-		now := cl.c.now()
-		resJSON, err := json.Marshal(o.res)
-		if err != nil {
-			return fmt.Errorf("idem: encoding result: %w", err)
+		var herr error
+		a, herr = cl.runHandler(ctx, tctx, tx)
+		if herr != nil {
+			handlerFailed = true
+			return herr
 		}
-		outJSON, err := json.Marshal(o.out)
-		if err != nil {
-			return fmt.Errorf("idem: encoding output: %w", err)
-		}
-		fp, err := cl.fingerprint()
-		if err != nil {
-			return fmt.Errorf("idem: fingerprinting arguments: %w", err)
-		}
-		cl.attempt = newAttemptID()
-		rec := OpRecord{
-			Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: fp, ArgsHash: cl.argsHash(),
-			Result: resJSON, Output: outJSON,
-			CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
-			Attempt: cl.attempt,
-		}
-		err = tx.Create(tctx, cl.key, &rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
+		err := cl.createRecord(tctx, tx, a)
 		if errors.Is(err, ErrExists) {
-			// A call with this op id committed first. Answer its record
-			// and roll this attempt back; a store that cannot read it
-			// here retries the transaction, which then replays.
-			var ans opAnswer
-			if _, gerr := tx.Get(tctx, cl.key, &ans); gerr == nil {
-				o = outcome[Out]{}
-				if err := cl.fromRecord(ans.record(), &o); err != nil {
-					return err
-				}
-				return errRollback
+			// A call with this op id committed first. Answer its record;
+			// a store that cannot read it here retries the transaction,
+			// which then finds it.
+			if rec = cl.get(tctx, tx); rec != nil {
+				return errAnswered
 			}
 			return fmt.Errorf("%w: op record created concurrently", ErrConflict)
 		}
 		return err
 	})
-	switch {
-	case o.replayed && errors.Is(err, errRollback):
-		err = nil // answered from the record the attempt's create found
-	case skipRead && attempt == 1 && err != nil && (errors.Is(err, errRollback) || o.handler != nil):
-		// The attempt that skipped the read failed in the handler, which
-		// may have met the writes of a duplicate that committed before
-		// the transaction (a session already stopped). If that
-		// duplicate's op record is there, answer from it, as the
-		// in-transaction read would have.
-		var rec opAnswer
-		if _, rerr := cl.s.(backend.Reader).Read(ctx, cl.key, &rec); rerr == nil {
-			var p *panicError
-			if errors.As(err, &p) {
-				cl.logPanic(ctx, p) // answered from the record, but still a bug to see
-			}
-			o = outcome[Out]{}
-			return cl.finish(ctx, &o, nil, cl.fromRecord(rec.record(), &o))
-		}
+	if errors.Is(err, errAnswered) {
+		return nil, rec, nil, false, nil
 	}
-	return cl.finish(ctx, &o, hooks, err)
+	failedFirst = skipRead && attempt == 1 && handlerFailed
+	if errors.Is(err, errRollback) && a != nil {
+		return a, nil, nil, failedFirst, nil // answered, not kept
+	}
+	return a, nil, hooks, failedFirst, err
+}
+
+// get reads the op record in the transaction: nil when there is none, or
+// when it cannot be read (the transaction then fails on its own).
+func (cl *call[In, Out]) get(ctx context.Context, tx Tx) *oprecord.Record {
+	var ans opAnswer
+	if _, err := tx.Get(ctx, cl.key, &ans); err != nil {
+		return nil
+	}
+	return ans.record()
+}
+
+// createRecord creates the op record of answer a in tx.
+func (cl *call[In, Out]) createRecord(ctx context.Context, tx Tx, a *answer) error {
+	now := cl.c.now()
+	resJSON, err := json.Marshal(a.res)
+	if err != nil {
+		return fmt.Errorf("idem: encoding result: %w", err)
+	}
+	fp, err := cl.fingerprint()
+	if err != nil {
+		return fmt.Errorf("idem: fingerprinting arguments: %w", err)
+	}
+	cl.attempt = newAttemptID()
+	rec := oprecord.Record{
+		Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: fp, ArgsHash: cl.argsHash(),
+		Result: resJSON, OutputText: string(a.out),
+		CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
+		Attempt: cl.attempt,
+	}
+	return tx.Create(ctx, cl.key, &rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
 }
 
 const keyReusedMessage = "this op_id was already used with other arguments; mint a new op_id for a new operation"
 
-// fromRecord answers from a live op record: its result if the arguments
-// match, key_reused if they do not.
-func (cl *call[In, Out]) fromRecord(rec *OpRecord, o *outcome[Out]) error {
+// replay answers from a live op record: its result if the arguments match,
+// key_reused if they do not. The one place a call is answered from a record.
+func (cl *call[In, Out]) replay(ctx context.Context, rec *oprecord.Record, cause error) (*answer, *Error) {
 	if !cl.sameArgs(rec) {
-		return NewError(CodeKeyReused, keyReusedMessage)
+		cl.event(ctx, "key_reused", nil)
+		cl.c.logger.LogAttrs(ctx, slog.LevelWarn, "idem: op id reused with other arguments", cl.attrs()...)
+		return nil, NewError(CodeKeyReused, keyReusedMessage)
 	}
-	res, out, err := decodeStored[Out](rec)
+	res, err := decodeResult(rec)
 	if err != nil {
-		return err
+		return nil, cl.internal(ctx, "this operation committed, but its stored answer cannot be given back; call get_operation for it, and do not send it again under a new op_id", err)
 	}
-	o.res, o.out, o.replayed = res, out, true
-	return nil
-}
-
-func (cl *call[In, Out]) runPlain(ctx context.Context) (*mcp.CallToolResult, Out, error) {
-	var o outcome[Out]
-	hooks, err := runTx(context.WithoutCancel(ctx), cl.s, func(tctx context.Context, tx Tx) error {
-		o = outcome[Out]{}
-		return cl.runHandler(ctx, tctx, tx, &o)
-	})
-	return cl.finish(ctx, &o, hooks, err)
+	cl.t.recent.add(cl.key)
+	cl.event(ctx, "replayed", cause)
+	if cl.c.logger.Enabled(ctx, slog.LevelDebug) {
+		cl.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", cl.attrs()...)
+	}
+	return &answer{res: res, out: rec.StructuredOutput(), replayed: true}, nil
 }
 
 // sameArgs reports whether rec was stored for this call's arguments: their
 // encoding byte for byte, or else the same canonical fingerprint.
-func (cl *call[In, Out]) sameArgs(rec *OpRecord) bool {
+func (cl *call[In, Out]) sameArgs(rec *oprecord.Record) bool {
 	if rec.ArgsHash != "" && rec.ArgsHash == cl.argsHash() {
 		if cl.fp == "" {
 			cl.fp = rec.Fingerprint // for logs and events
@@ -285,10 +407,11 @@ func (cl *call[In, Out]) sameArgs(rec *OpRecord) bool {
 	return err == nil && fp == rec.Fingerprint
 }
 
-// fingerprint returns the call's [Fingerprint], computed once.
+// fingerprint returns the call's fingerprint (see fingerprintArgs),
+// computed once.
 func (cl *call[In, Out]) fingerprint() (string, error) {
 	if cl.fp == "" && cl.fpErr == nil {
-		cl.fp, cl.fpErr = Fingerprint(cl.inJSON)
+		cl.fp, cl.fpErr = fingerprintArgs(cl.inJSON)
 	}
 	return cl.fp, cl.fpErr
 }
@@ -303,10 +426,15 @@ func (cl *call[In, Out]) argsHash() string {
 	return cl.hash
 }
 
+// errRollback makes Store.Run roll back a transaction whose result is sent
+// but not kept (IsError results and input requests).
+var errRollback = errors.New("idem: roll back")
+
 // runHandler calls the handler with a context that has the transaction's
-// values and the request's cancellation. It returns errRollback for results
-// that are answered but not kept, and the handler's error otherwise.
-func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, o *outcome[Out]) error {
+// values and the request's cancellation. It returns errRollback, with the
+// answer, for results that are answered but not kept, and the handler's
+// error (wrapped in handlerError) otherwise.
+func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx) (*answer, error) {
 	hctx, cancel := context.WithCancelCause(tctx)
 	stop := context.AfterFunc(reqCtx, func() { cancel(context.Cause(reqCtx)) })
 	defer func() {
@@ -314,16 +442,25 @@ func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, o *outc
 		cancel(nil)
 	}()
 	res, out, err := cl.callHandler(hctx, tx)
-	o.res, o.out = res, out
 	if err != nil {
-		o.handler = err
-		return err
+		return nil, &handlerError{err}
 	}
+	a := &answer{res: res}
 	if res != nil && (res.IsError || res.InputRequests != nil) {
-		return errRollback
+		return a, errRollback
 	}
-	return nil
+	if a.out, err = cl.t.out.encode(out); err != nil {
+		return nil, fmt.Errorf("idem: encoding output: %w", err)
+	}
+	return a, nil
 }
+
+// handlerError marks an error the handler returned (or its panic), so that
+// it is answered as the handler's and not as the store's.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
 
 // callHandler turns a panic in the handler into an error.
 func (cl *call[In, Out]) callHandler(ctx context.Context, tx Tx) (res *mcp.CallToolResult, out Out, err error) {
@@ -332,7 +469,7 @@ func (cl *call[In, Out]) callHandler(ctx context.Context, tx Tx) (res *mcp.CallT
 			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
-	return cl.h(ctx, tx, cl.req, cl.in)
+	return cl.t.h(ctx, tx, cl.req, cl.in)
 }
 
 type panicError struct {
@@ -342,92 +479,78 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("idem: tool handler panicked: %v", p.value) }
 
-func (cl *call[In, Out]) finish(ctx context.Context, o *outcome[Out], hooks *afterCommitList, err error) (*mcp.CallToolResult, Out, error) {
-	var zero Out
-	if cl.opID != "" && (err == nil || errors.Is(err, ErrUnknownOutcome)) {
-		cl.recent.add(cl.key)
+// finish answers a call the handler ran for: a, once committed (or rolled
+// back on purpose), or the refusal err calls for.
+func (cl *call[In, Out]) finish(ctx context.Context, a *answer, hooks *afterCommitList, err error) (*answer, *Error) {
+	if cl.opID != "" && err == nil {
+		cl.t.recent.add(cl.key)
 	}
+	var he *handlerError
+	var e *Error
 	switch {
 	case err == nil:
-		if o.replayed {
-			cl.event(ctx, cl.c.onReplay, nil)
-			if cl.c.logger.Enabled(ctx, slog.LevelDebug) {
-				cl.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", cl.attrs()...)
-			}
-			return o.res, o.out, nil
-		}
 		hooks.run(context.WithoutCancel(ctx))
-		return o.res, o.out, nil
-	case errors.Is(err, errRollback):
-		return o.res, o.out, nil
-	case o.handler != nil:
+		return a, nil
+	case errors.Is(err, errRollback) && a != nil:
+		return a, nil
+	case errors.As(err, &he):
 		var p *panicError
 		if errors.As(err, &p) {
 			cl.logPanic(ctx, p)
-			return refuse[Out](ctx, NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry"))
+			return nil, NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry")
 		}
-		var e *Error
 		if errors.As(err, &e) {
-			return refuse[Out](ctx, e)
+			return nil, e
 		}
-		return nil, zero, err
-	}
-	var e *Error
-	switch {
+		return nil, NewError(CodeNotSaved, notSavedMessage(he.err))
 	case errors.As(err, &e):
-		if e.Code == CodeKeyReused {
-			cl.event(ctx, cl.c.onKeyReused, nil)
-			cl.c.logger.LogAttrs(ctx, slog.LevelWarn, "idem: op id reused with other arguments", cl.attrs()...)
-		}
-		return refuse[Out](ctx, e)
+		return nil, e
 	case errors.Is(err, ErrUnknownOutcome):
 		return cl.unknown(ctx, err, hooks)
-	case errors.Is(err, errStoredAnswer):
-		return refuse[Out](ctx, cl.internal(ctx, "this operation committed, but its stored answer cannot be given back; call get_operation for it, and do not send it again under a new op_id", err))
-	case errors.Is(err, ErrConflict) && cl.opID != "":
-		return refuse[Out](ctx, &Error{Code: CodeBusy, Message: "the operation lost too many races with concurrent writes and was not saved; retry later with the same op_id", OpID: cl.opID})
+	case errors.Is(err, ErrConflict):
+		return nil, &Error{Code: CodeContended, Message: "the change lost too many races with concurrent writes and was not saved; retry it", OpID: cl.opID}
 	case errors.Is(err, ErrTooLarge):
-		return refuse[Out](ctx, cl.internal(ctx, "the result is too large to store; nothing was saved", err))
+		return nil, cl.internal(ctx, "the result is too large to store; nothing was saved", err)
 	}
-	return refuse[Out](ctx, cl.internal(ctx, "the change was not saved; it is safe to retry", err))
+	return nil, cl.internal(ctx, "the change was not saved; it is safe to retry", err)
+}
+
+// notSavedMessage is the handler's own message, with what the code means.
+func notSavedMessage(err error) string {
+	msg := strings.TrimRight(strings.TrimSpace(err.Error()), ".")
+	if msg == "" {
+		return "The tool failed. Nothing was saved."
+	}
+	return msg + ". Nothing was saved."
 }
 
 // unknown handles a commit whose outcome is unknown: it looks the op record
 // up once, and answers unknown_outcome if that does not settle it. If the
-// record is there (and ours: the fingerprint matches), the commit landed and
-// hooks, the committing attempt's, run.
-func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterCommitList) (*mcp.CallToolResult, Out, error) {
+// record is there and this call's attempt wrote it, the commit landed and
+// hooks, the committing attempt's, run; another call's record is answered
+// as a replay (or key_reused), since the op record cannot be created twice.
+func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterCommitList) (*answer, *Error) {
 	if cl.opID != "" {
-		rec, err := LookupOp(context.WithoutCancel(ctx), cl.s, cl.scope, cl.tool, cl.opID)
-		if err == nil && !cl.sameArgs(rec) {
-			// Another call's record, with other arguments: ours cannot
-			// have been created beside it.
-			return cl.finish(ctx, &outcome[Out]{}, nil, NewError(CodeKeyReused, keyReusedMessage))
-		}
-		if err == nil {
-			if res, out, err := decodeStored[Out](rec); err == nil {
-				if cl.attempt != "" && rec.Attempt == cl.attempt {
-					// Our commit landed: its after-commit hooks are due.
-					hooks.run(context.WithoutCancel(ctx))
-					delete(res.Meta, MetaReplayed)
-					return res, out, nil
-				}
-				// Another call's commit (a repeat that reached this
-				// process before its first answer, or raced it): ours did
-				// not land, since the op record cannot be created twice.
-				// Answer as a replay; our hooks are not due.
-				cl.event(ctx, cl.c.onReplay, nil)
-				return res, out, nil
+		rec, err := oprecord.Lookup(context.WithoutCancel(ctx), cl.t.s, cl.scope, cl.tool, cl.opID)
+		if err == nil && cl.attempt != "" && rec.Attempt == cl.attempt && cl.sameArgs(rec) {
+			if res, derr := decodeResult(rec); derr == nil {
+				cl.t.recent.add(cl.key)
+				hooks.run(context.WithoutCancel(ctx)) // our commit landed
+				return &answer{res: res, out: rec.StructuredOutput()}, nil
 			}
 		}
+		if err == nil {
+			return cl.replay(ctx, rec, nil)
+		}
+		cl.t.recent.add(cl.key)
 	}
-	cl.event(ctx, cl.c.onUnknown, cause)
+	cl.event(ctx, "unknown_outcome", cause)
 	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: commit outcome unknown", append(cl.attrs(), slog.String("error", cause.Error()))...)
 	msg := "the server cannot tell whether the change was saved; read the record before retrying"
 	if cl.opID != "" {
 		msg = "the server cannot tell whether the change was saved; call get_operation with this op_id before retrying"
 	}
-	return refuse[Out](ctx, &Error{Code: CodeUnknownOutcome, Message: msg, OpID: cl.opID})
+	return nil, &Error{Code: CodeUnknownOutcome, Message: msg, OpID: cl.opID}
 }
 
 func (cl *call[In, Out]) internal(ctx context.Context, msg string, err error) *Error {
@@ -448,37 +571,10 @@ func (cl *call[In, Out]) attrs() []slog.Attr {
 	return a
 }
 
-func (cl *call[In, Out]) event(ctx context.Context, f func(context.Context, Event), err error) {
-	if f != nil {
-		f(ctx, Event{Tool: cl.tool, Scope: cl.scope, OpID: cl.opID, Fingerprint: cl.fp, Err: err})
+func (cl *call[In, Out]) event(ctx context.Context, kind string, err error) {
+	if f := cl.c.observe; f != nil {
+		f(ctx, Event{Kind: kind, Tool: cl.tool, Scope: cl.scope, OpID: cl.opID, Fingerprint: cl.fp, Err: err})
 	}
-}
-
-// errStoredAnswer: an op record whose answer cannot be given back. The
-// operation committed; only the replay fails.
-var errStoredAnswer = errors.New("idem: the stored answer cannot be decoded")
-
-func decodeStored[Out any](rec *OpRecord) (*mcp.CallToolResult, Out, error) {
-	var out Out
-	res, err := rec.decodeResult()
-	if err != nil {
-		return nil, out, fmt.Errorf("%w: %w", errStoredAnswer, err)
-	}
-	if len(rec.Output) > 0 && string(rec.Output) != "null" {
-		if rv := reflect.ValueOf(&out).Elem(); rv.Kind() == reflect.Interface && reflect.TypeFor[json.RawMessage]().Implements(rv.Type()) {
-			// An interface output (any) has no output schema: the SDK sent
-			// the handler's encoding as it was. Give it back byte for byte
-			// rather than as decoded maps and float64s.
-			rv.Set(reflect.ValueOf(json.RawMessage(rec.Output)))
-		} else if err := json.Unmarshal(rec.Output, &out); err != nil {
-			return nil, out, fmt.Errorf("%w: %w", errStoredAnswer, err)
-		}
-	}
-	if res.Meta == nil {
-		res.Meta = mcp.Meta{}
-	}
-	res.Meta[MetaReplayed] = true
-	return res, out, nil
 }
 
 // checkKeys refuses a call whose record-key arguments are absent, null or
@@ -498,43 +594,18 @@ func refusal(e *Error) *mcp.CallToolResult {
 	meta := mcp.Meta{MetaError: string(e.Code)}
 	text := e.Message
 	if len(e.Candidates) > 0 {
-		meta[MetaCandidates] = e.Candidates
+		meta[metaCandidates] = e.Candidates
 		b, _ := json.Marshal(e.Candidates)
 		text += " Candidates: " + string(b)
 	}
 	if e.OpID != "" {
-		meta[MetaOpIDResult] = e.OpID
+		meta[MetaOpID] = e.OpID
 	}
 	return &mcp.CallToolResult{
 		Meta:    meta,
 		IsError: true,
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 	}
-}
-
-func refusalOf(err error) *mcp.CallToolResult { return refusal(asError(err)) }
-
-// asError returns the *Error in err's chain, or an internal one.
-func asError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return NewError(CodeInternal, "the call was refused")
-}
-
-// refuse answers e. Under AddTool's receiving middleware it returns e as
-// the handler's error: the SDK then builds an error result without running
-// its output handling (which would validate the zero output against the
-// tool's output schema, and could turn the refusal into a protocol error),
-// and the middleware turns it into the refusal result. Otherwise it returns
-// the refusal result itself.
-func refuse[Out any](ctx context.Context, e *Error) (*mcp.CallToolResult, Out, error) {
-	var zero Out
-	if ctx.Value(restorerKey{}) != nil {
-		return nil, zero, e
-	}
-	return refusal(e), zero, nil
 }
 
 // runTx is Store.Run with AfterCommit hooks, returning the hooks of the

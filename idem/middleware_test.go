@@ -77,7 +77,7 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 		}
 		return nil, nil, nil
 	}, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		idem.OnReplay(hook), idem.OnKeyReused(hook))
+		idem.Observe(hook))
 	call := func(text string) *mcp.CallToolResult {
 		args, _ := json.Marshal(map[string]string{"text": text, "op_id": "op-log"})
 		res, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: args}}, Note{Text: text})
@@ -90,7 +90,7 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	call(secret)
 	call(secret)               // replay
 	call("SECRET-other-words") // key reuse
-	if len(events) != 2 || events[0].Fingerprint == "" || events[1].Tool != "note" {
+	if len(events) != 2 || events[0].Kind != "replayed" || events[1].Kind != "key_reused" || events[0].Fingerprint == "" || events[1].Tool != "note" {
 		t.Fatalf("hook events %+v, want a replay and a key reuse with fingerprints", events)
 	}
 	logs := buf.String()
@@ -225,9 +225,10 @@ type square struct {
 
 func (s square) Area() int { return s.Side * s.Side }
 
-// An output that encodes but cannot be decoded again (an interface field)
-// committed: its replay says so, and never that nothing was saved.
-func TestUndecodableStoredOutputSaysCommitted(t *testing.T) {
+// An output that encodes but could not be decoded into its Go type again
+// (an interface field) replays as it was first sent: the stored structured
+// content goes back byte for byte, and the handler does not run again.
+func TestInterfaceOutputReplays(t *testing.T) {
 	ctx := context.Background()
 	type drawn struct {
 		Shape shape `json:"shape"`
@@ -243,13 +244,15 @@ func TestUndecodableStoredOutputSaysCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	_, second, err := idemtest.SendTwice(ctx, cs, &mcp.CallToolParams{Name: "draw", Arguments: map[string]any{"text": "x", "op_id": "op-shape"}})
+	first, second, err := idemtest.SendTwice(ctx, cs, &mcp.CallToolParams{Name: "draw", Arguments: map[string]any{"text": "x", "op_id": "op-shape"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := mustJSON(second.Content)
-	if runs != 1 || !second.IsError || !strings.Contains(text, "committed") || strings.Contains(text, "not saved") {
-		t.Errorf("runs=%d replay %s", runs, text)
+	if runs != 1 || second.IsError || second.Meta[idem.MetaReplayed] != true || mustJSON(second.StructuredContent) != `{"shape":{"side":2}}` {
+		t.Errorf("runs=%d replay %s", runs, mustJSON(second))
+	}
+	if err := idemtest.SameAnswer(first, second); err != nil {
+		t.Error(err)
 	}
 }
 

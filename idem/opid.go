@@ -9,7 +9,8 @@ import (
 )
 
 // MetaOpID is the _meta key that may carry an op id instead of the op_id
-// argument.
+// argument. Refusals about an operation (unknown_outcome, busy) carry the op
+// id under the same key.
 const MetaOpID = "io.idemkit/op_id"
 
 // Result _meta keys the middleware sets.
@@ -18,22 +19,21 @@ const (
 	MetaReplayed = "io.idemkit/replayed"
 	// MetaError holds the [Code] of a refused call.
 	MetaError = "io.idemkit/error"
-	// MetaCandidates lists the candidates of an ambiguous_target refusal.
-	MetaCandidates = "io.idemkit/candidates"
-	// MetaOpIDResult echoes the op id on unknown_outcome and busy refusals.
-	MetaOpIDResult = "io.idemkit/op_id"
 )
 
-// MaxOpIDLen is the longest op id accepted.
-const MaxOpIDLen = 128
+// metaCandidates lists the candidates of an ambiguous_target refusal.
+const metaCandidates = "io.idemkit/candidates"
 
-// ValidateOpID reports whether id is a well-formed op id: 1..128 printable
+// maxOpIDLen is the longest op id accepted.
+const maxOpIDLen = 128
+
+// validateOpID reports whether id is a well-formed op id: 1..128 printable
 // ASCII characters (0x21-0x7E, so no spaces). The error never holds id.
-func ValidateOpID(id string) error {
+func validateOpID(id string) *Error {
 	if len(id) == 0 {
 		return NewError(CodeInvalidOpID, "op_id is empty; mint one (for example a UUID) before the first attempt")
 	}
-	if len(id) > MaxOpIDLen {
+	if len(id) > maxOpIDLen {
 		return NewError(CodeInvalidOpID, "op_id is longer than 128 characters")
 	}
 	for i := 0; i < len(id); i++ {
@@ -99,30 +99,32 @@ func stringEnd(b []byte, i int) int {
 }
 
 // opIDOf extracts the op id from the argument members and _meta of a call.
-// It returns "" when neither carries one.
-func opIDOf(args map[string]json.RawMessage, meta mcp.Meta) (string, error) {
+// It returns "" when neither carries one. An op id that is present but not a
+// string (null included) is refused: a client that sent one meant to be
+// protected, and must not be silently run without it.
+func opIDOf(args map[string]json.RawMessage, meta mcp.Meta) (string, *Error) {
 	var fromArg, fromMeta string
-	var argSet, metaSet bool
-	if raw, ok := args[OpIDArgument]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &fromArg); err != nil {
+	raw, argSet := args[opIDArgument]
+	if argSet {
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &fromArg) != nil {
 			return "", NewError(CodeInvalidOpID, "op_id must be a string")
 		}
-		argSet = true
 	}
-	if v, ok := meta[MetaOpID]; ok && v != nil {
+	v, metaSet := meta[MetaOpID]
+	if metaSet {
 		s, isStr := v.(string)
 		if !isStr {
-			return "", NewError(CodeInvalidOpID, "_meta op id must be a string")
+			return "", NewError(CodeInvalidOpID, "the _meta op id must be a string")
 		}
-		fromMeta, metaSet = s, true
+		fromMeta = s
 	}
 	switch {
 	case argSet && metaSet && fromArg != fromMeta:
 		return "", NewError(CodeInvalidOpID, "op_id argument and _meta op id differ; send one")
 	case argSet:
-		return fromArg, ValidateOpID(fromArg)
+		return fromArg, validateOpID(fromArg)
 	case metaSet:
-		return fromMeta, ValidateOpID(fromMeta)
+		return fromMeta, validateOpID(fromMeta)
 	}
 	return "", nil
 }

@@ -1,44 +1,16 @@
 package idem
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/internal/oprecord"
 )
-
-// OpCollection is the collection op records are stored in.
-const OpCollection = "idem_ops"
-
-// An OpRecord is the stored outcome of one operation, written in the same
-// transaction as the change it made.
-type OpRecord struct {
-	Scope       string `json:"scope"`
-	Tool        string `json:"tool"`
-	OpID        string `json:"op_id"`
-	Fingerprint string `json:"fingerprint"`
-	// ArgsHash is the hex SHA-256 of the arguments as encoding/json wrote
-	// them: a repeat whose encoding is the same byte for byte matches
-	// without computing its fingerprint. Any other is compared by
-	// fingerprint.
-	ArgsHash    string          `json:"args_hash,omitempty"`
-	Result      json.RawMessage `json:"result"`           // the *mcp.CallToolResult the handler returned
-	Output      json.RawMessage `json:"output,omitempty"` // the handler's typed output
-	CommittedAt time.Time       `json:"committed_at"`
-	ExpiresAt   time.Time       `json:"expires_at"`
-	// Attempt names the transaction attempt that wrote the record, unique
-	// across processes: after a commit of unknown outcome the middleware
-	// tells its own commit from another call's by it.
-	Attempt string `json:"attempt,omitempty"`
-}
 
 var (
 	attemptPrefix = strconv.FormatUint(rand.Uint64(), 36) // this process
@@ -57,43 +29,16 @@ type opAnswer struct {
 	Fingerprint string          `json:"fingerprint"`
 	ArgsHash    string          `json:"args_hash"`
 	Result      json.RawMessage `json:"result"`
+	OutputText  string          `json:"output_text,omitempty"`
 	Output      json.RawMessage `json:"output,omitempty"`
 }
 
-func (a *opAnswer) record() *OpRecord {
-	return &OpRecord{Fingerprint: a.Fingerprint, ArgsHash: a.ArgsHash, Result: a.Result, Output: a.Output}
-}
-
-// OpKey returns the key of the op record of (scope, tool, opID). The id is a
-// hash of the three, so any op id fits every backend's key rules.
-func OpKey(scope, tool, opID string) Key {
-	h := sha256.New()
-	for _, s := range []string{scope, tool, opID} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	return Key{Collection: OpCollection, ID: hex.EncodeToString(h.Sum(nil))}
-}
-
-// LookupOp reads the live op record of (scope, tool, opID). It returns
-// ErrNotFound when there is none: the operation never committed, or its
-// record expired.
-func LookupOp(ctx context.Context, s Store, scope, tool, opID string) (*OpRecord, error) {
-	var rec OpRecord
-	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
-		_, err := tx.Get(ctx, OpKey(scope, tool, opID), &rec)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &rec, nil
+func (a *opAnswer) record() *oprecord.Record {
+	return &oprecord.Record{Fingerprint: a.Fingerprint, ArgsHash: a.ArgsHash, Result: a.Result, OutputText: a.OutputText, Output: a.Output}
 }
 
 // decodeResult returns a fresh copy of the stored result.
-func (r *OpRecord) decodeResult() (*mcp.CallToolResult, error) {
+func decodeResult(r *oprecord.Record) (*mcp.CallToolResult, error) {
 	res := &mcp.CallToolResult{}
 	if len(r.Result) == 0 || string(r.Result) == "null" {
 		return res, nil
@@ -103,9 +48,9 @@ func (r *OpRecord) decodeResult() (*mcp.CallToolResult, error) {
 	if err := res.UnmarshalJSON(r.Result); err != nil {
 		return nil, errors.New("idem: stored result cannot be decoded")
 	}
-	// The SDK fills the text fallback of a typed output only into a nil
-	// Content, and decodes "content": null as an empty slice: give the
-	// replay the nil the handler returned, so it is filled the same way.
+	// The text copy of the output is made only for a nil Content, and the
+	// SDK decodes "content": null as an empty slice: give the replay the nil
+	// the handler returned, so it is filled the same way.
 	if len(res.Content) > 0 {
 		return res, nil
 	}

@@ -15,6 +15,7 @@ type Option struct{ apply func(*config) }
 type config struct {
 	keys         []string
 	opID         bool
+	requireOpID  bool
 	ttl          time.Duration
 	scope        func(ctx context.Context, req *mcp.CallToolRequest) string
 	requireScope bool
@@ -24,15 +25,13 @@ type config struct {
 	readFirst    bool
 	customScope  bool     // Scope was given
 	argNames     []string // the arguments the middleware reads: op_id and keys
-	onReplay     func(context.Context, Event)
-	onKeyReused  func(context.Context, Event)
-	onUnknown    func(context.Context, Event)
+	observe      func(context.Context, Event)
 }
 
 func newConfig(opts []Option) *config {
 	c := &config{
 		ttl:       24 * time.Hour,
-		scope:     DefaultScope,
+		scope:     defaultScope,
 		now:       time.Now,
 		logger:    slog.New(slog.DiscardHandler),
 		busyAfter: 30 * time.Second,
@@ -42,25 +41,41 @@ func newConfig(opts []Option) *config {
 			o.apply(c)
 		}
 	}
-	c.argNames = append([]string{OpIDArgument}, c.keys...)
+	c.opID = c.opID || c.requireOpID
+	c.argNames = append([]string{opIDArgument}, c.keys...)
 	return c
 }
 
 // Keys names the record-key arguments: the arguments that say which record
-// the write touches (a session id, a slug, a handle, a date). A call missing
-// any of them, or sending an empty string or null, is refused with
-// missing_key before the handler runs. The handler makes the write
-// create-if-absent or replace-by-key on them; the middleware tells clients
-// that the tool is idempotent.
+// the write touches (a session id, a slug, a handle, a date). They are
+// required in the tool's input schema, and a call missing any of them, or
+// sending an empty string or null, is refused with missing_key before the
+// handler runs. The handler makes the write create-if-absent or
+// replace-by-key on them, so every repeat of a call writes the same record
+// and the tool says idempotentHint: true.
 func Keys(args ...string) Option {
 	return Option{func(c *config) { c.keys = append(c.keys, args...) }}
 }
 
-// OpID accepts an op id minted by the caller before its first attempt, as
-// the op_id argument or as _meta["io.idemkit/op_id"]. A call with an op id
-// stores its result with the change; a later call with the same op id gets
-// the stored result without running the handler again.
+// OpID accepts an optional op id minted by the caller before its first
+// attempt, as the op_id argument or as _meta["io.idemkit/op_id"]. A call with
+// an op id stores its result with the change; a later call with the same op
+// id gets the stored result and nothing it does is kept. A call without one
+// runs as if the option were absent.
+//
+// An optional op id does not make a tool idempotent: two identical calls
+// without one run twice. A tool with OpID and no [Keys] therefore says
+// idempotentHint: false (clients that replay a lost call on that hint would
+// otherwise write twice); use [RequireOpID] when every caller can mint one.
 func OpID() Option { return Option{func(c *config) { c.opID = true }} }
+
+// RequireOpID is [OpID] with the op id required: the input schema lists
+// op_id in required, its description tells the caller to mint one per
+// intended operation and resend it on every retry, and a call without one is
+// refused with invalid_op_id. Since every call then carries an op id, every
+// repeat of the same arguments answers the stored result, and the tool says
+// idempotentHint: true.
+func RequireOpID() Option { return Option{func(c *config) { c.requireOpID = true }} }
 
 // TTL sets how long an op record is kept (default 24 hours). A call with the
 // same op id after that runs again. A TTL that is not positive leaves the
@@ -75,7 +90,9 @@ func TTL(d time.Duration) Option {
 
 // Scope sets who an op belongs to (a user or tenant id). Op ids are looked
 // up within a scope, so one caller can never read another's result. The
-// default is [DefaultScope].
+// default is the authenticated user id of the request
+// (req.Extra.TokenInfo.UserID), or "" when there is none (stdio and
+// in-memory transports).
 func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option {
 	return Option{func(c *config) {
 		if f != nil {
@@ -128,8 +145,11 @@ func BusyAfter(d time.Duration) Option {
 // another process than the first call did.
 func ReadFirst() Option { return Option{func(c *config) { c.readFirst = true }} }
 
-// An Event describes a replay, a key reuse or an unknown outcome to a hook.
+// An Event describes a replay, a key reuse or an unknown outcome to the
+// function given to [Observe].
 type Event struct {
+	// Kind is "replayed", "key_reused" or "unknown_outcome".
+	Kind        string
 	Tool        string
 	Scope       string
 	OpID        string
@@ -137,19 +157,11 @@ type Event struct {
 	Err         error // for unknown outcomes: the store's error
 }
 
-// OnReplay calls f when a call is answered from a stored result.
-func OnReplay(f func(context.Context, Event)) Option {
-	return Option{func(c *config) { c.onReplay = f }}
-}
-
-// OnKeyReused calls f when an op id comes back with other arguments.
-func OnKeyReused(f func(context.Context, Event)) Option {
-	return Option{func(c *config) { c.onKeyReused = f }}
-}
-
-// OnUnknownOutcome calls f when a commit's outcome cannot be known.
-func OnUnknownOutcome(f func(context.Context, Event)) Option {
-	return Option{func(c *config) { c.onUnknown = f }}
+// Observe calls f when a call is answered from a stored result, when an op
+// id comes back with other arguments, and when a commit's outcome cannot be
+// known: for metrics and alerts. f runs on the call's goroutine.
+func Observe(f func(context.Context, Event)) Option {
+	return Option{func(c *config) { c.observe = f }}
 }
 
 // opScope returns the scope of a call with an op id, or a refusal: with
@@ -169,10 +181,10 @@ func (c *config) opScope(ctx context.Context, req *mcp.CallToolRequest) (string,
 	return "", nil
 }
 
-// DefaultScope returns the authenticated user id of the request
+// defaultScope returns the authenticated user id of the request
 // (req.Extra.TokenInfo.UserID), or "" when there is none (stdio and
 // in-memory transports).
-func DefaultScope(ctx context.Context, req *mcp.CallToolRequest) string {
+func defaultScope(ctx context.Context, req *mcp.CallToolRequest) string {
 	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
 		return req.Extra.TokenInfo.UserID
 	}

@@ -240,8 +240,8 @@ func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
 			hooks, runs := 0, 0
 			h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
 				runs++
-				if err := idem.AfterCommit(ctx, func(context.Context) { hooks++ }); err != nil {
-					return nil, nil, err
+				if !idem.AfterCommit(ctx, func(context.Context) { hooks++ }) {
+					return nil, nil, errors.New("no transaction")
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil, tx.Put(ctx, idem.Key{Collection: "c", ID: "x"}, map[string]int{"n": runs})
 			}
@@ -297,8 +297,8 @@ func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
 	}
 }
 
-// Arguments that cannot be fingerprinted are refused before the handler
-// runs, whether or not the op record is read first.
+// Arguments that cannot be read (or fingerprinted) are refused before the
+// handler runs, whether or not the op record is read first.
 func TestUnfingerprintableArgsNeverRunTheHandler(t *testing.T) {
 	for _, readFirst := range []bool{false, true} {
 		runs := 0
@@ -315,8 +315,8 @@ func TestUnfingerprintableArgsNeverRunTheHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if runs != 0 || res.Meta[idem.MetaError] != string(idem.CodeInternal) {
-			t.Errorf("ReadFirst=%v: handler ran %d times, answer %s; want no run, internal", readFirst, runs, mustJSON(res))
+		if runs != 0 || res.Meta[idem.MetaError] != string(idem.CodeInvalidArguments) {
+			t.Errorf("ReadFirst=%v: handler ran %d times, answer %s; want no run, invalid_arguments", readFirst, runs, mustJSON(res))
 		}
 	}
 }
@@ -352,8 +352,8 @@ func TestUnknownOutcomeBesideOtherArgumentsIsKeyReused(t *testing.T) {
 	s := &pgLikeStore{Store: memory.New()}
 	hooks := 0
 	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
-		if err := idem.AfterCommit(ctx, func(context.Context) { hooks++ }); err != nil {
-			return nil, nil, err
+		if !idem.AfterCommit(ctx, func(context.Context) { hooks++ }) {
+			return nil, nil, errors.New("no transaction")
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent " + in.Session}}}, nil, nil
 	}

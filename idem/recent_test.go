@@ -9,7 +9,7 @@ import (
 // adding a key it holds changes nothing.
 func TestRecentOpsForgetsOldestFirst(t *testing.T) {
 	r := newRecentOps(3)
-	key := func(i int) Key { return Key{Collection: OpCollection, ID: strconv.Itoa(i)} }
+	key := func(i int) Key { return Key{Collection: "idem_ops", ID: strconv.Itoa(i)} }
 	for i := range 3 {
 		r.add(key(i))
 	}

@@ -17,8 +17,11 @@ type TargetQuery struct {
 	// Others are the other running records the caller could mean.
 	Others []Candidate
 	// Queued is true when the call carries anything that marks it as queued
-	// or replayed: an op id or an event timestamp. See [HasOpID].
+	// or replayed, such as an event timestamp of its own.
 	Queued bool
+	// Request, when set, is the call: one that carries an op id (as the
+	// op_id argument or in _meta, well formed or not) counts as queued.
+	Request *mcp.CallToolRequest
 }
 
 // ResolveTarget returns the id of the record a close or delete acts on. A
@@ -33,6 +36,7 @@ func ResolveTarget(q TargetQuery) (string, error) {
 		return q.ID, nil
 	}
 	owned := candidates(q.Owned)
+	q.Queued = q.Queued || hasOpID(q.Request)
 	if !q.Queued && len(owned) == 1 {
 		return owned[0].ID, nil
 	}
@@ -49,13 +53,13 @@ func ResolveTarget(q TargetQuery) (string, error) {
 	return "", &Error{Code: CodeAmbiguousTarget, Message: msg, Candidates: all}
 }
 
-// HasOpID reports whether the call carries an op id, as the op_id argument
+// hasOpID reports whether the call carries an op id, as the op_id argument
 // or in _meta; such a call is queued or replayed.
-func HasOpID(req *mcp.CallToolRequest) bool {
+func hasOpID(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
-	id, err := opIDOf(parseArgs(req.Params.Arguments, OpIDArgument), req.Params.Meta)
+	id, err := opIDOf(parseArgs(req.Params.Arguments, opIDArgument), req.Params.Meta)
 	return id != "" || err != nil
 }
 

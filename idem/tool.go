@@ -1,108 +1,59 @@
 package idem
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"weak"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// AddTool registers h on srv as tool t, wrapped by [Tool], and makes the
-// tool's metadata say what the wrapping guarantees:
+// AddTool registers h on srv as tool t, wrapped so that it is safe to call
+// twice, and makes the tool's metadata say what the wrapping guarantees:
 //
-//   - IdempotentHint is true only when the tool has record keys ([Keys]) or
-//     accepts an op id ([OpID]); clients such as agents that reconnect replay a
-//     lost call only when it is set.
-//   - The description says which arguments are record keys and that op_id is
-//     for apps replaying queued requests, so a model does not invent one.
-//   - The input schema gains an optional op_id property (when the tool
-//     accepts op ids and In has none) and notes on the key properties.
+//   - IdempotentHint is true only when every repeat of the same arguments has
+//     no further effect: the tool has record keys ([Keys]) or requires an op
+//     id ([RequireOpID]), or it claims to be read-only. A tool that only
+//     accepts an optional op id ([OpID]) says false. Clients such as agents
+//     that reconnect send a lost call again on this hint.
+//   - The description says which arguments are record keys and who mints
+//     op_id, so a model does not invent one.
+//   - The input schema lists the keys (and a required op_id) in required and
+//     gains a typed op_id property when the tool accepts op ids and In has
+//     none.
+//   - Every schema it publishes, the author's types included, is one that
+//     strict clients accept: boolean subschemas (from fields of type any)
+//     are written as {}.
 //
-// AddTool also installs on srv, once, a receiving middleware that drops
-// from idemkit refusals the zero output the SDK fills in for tools with typed
-// output. t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
-// to be both read-only and destructive, if a key names no input property, or
-// if the schema cannot be inferred.
+// A call goes: the op id is checked (invalid_op_id), then the record keys
+// (missing_key), then the arguments against the input schema
+// (invalid_arguments, naming the argument and what was expected, never the
+// value); then h runs in a transaction of s, and with an op id its result is
+// stored in that transaction (see [HandlerFor]). Every error the tool
+// returns is a tool result with isError set and a [Code] in
+// _meta["io.idemkit/error"]; an error h returns is sent with code not_saved
+// and h's own message, or with the code of an *[Error] h returned.
+//
+// t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
+// to be both read-only and destructive, if a key names no input property, if
+// a schema cannot be inferred, or if a schema holds a false subschema where
+// strict clients reject it.
 func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) {
 	c := newConfig(opts)
-	tt, err := describe[In](t, c)
+	tt, err := newTool(t, c, s, h)
 	if err != nil {
 		panic(fmt.Sprintf("idem.AddTool: tool %q: %v", t.Name, err))
 	}
-	installRefusalCleanup(srv)
-	mcp.AddTool(srv, tt, newToolHandler(c, s, h))
+	srv.AddTool(tt.desc, tt.handle)
 }
 
-// installRefusalCleanup installs refusalCleanup on srv, once.
-func installRefusalCleanup(srv *mcp.Server) {
-	if w := weak.Make(srv); !storeOnce(w) {
-		// Forget the server when it is collected (servers made per
-		// request would otherwise pile up here).
-		runtime.AddCleanup(srv, func(w weak.Pointer[mcp.Server]) { cleanedServers.Delete(w) }, w)
-		srv.AddReceivingMiddleware(refusalCleanup)
-	}
-}
-
-// cleanedServers holds the servers refusalCleanup is installed on.
-var cleanedServers sync.Map // weak.Pointer[mcp.Server] -> bool
-
-// storeOnce records w and reports whether it was recorded before.
-func storeOnce(w weak.Pointer[mcp.Server]) bool {
-	_, loaded := cleanedServers.LoadOrStore(w, true)
-	return loaded
-}
-
-// restorerKey marks the context of a tool call that refusalCleanup wraps.
-type restorerKey struct{}
-
-// refusalCleanup is the receiving middleware AddTool installs. It marks the
-// context so the middleware answers refusals as errors (see refuse), turns
-// those back into refusal results after the SDK's output handling, and
-// removes from refusals returned as results what the SDK adds to them for
-// tools with typed output (the zero output as structuredContent and, for
-// outputs that are not objects, as a second text block), so a client that
-// reads structured content first does not take a refusal for an empty answer.
-func refusalCleanup(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "tools/call" {
-			return next(ctx, method, req)
-		}
-		res, err := next(context.WithValue(ctx, restorerKey{}, true), method, req)
-		r, ok := res.(*mcp.CallToolResult)
-		if !ok || r == nil || !r.IsError {
-			return res, err
-		}
-		var e *Error
-		if errors.As(r.GetError(), &e) {
-			ref := refusal(e)
-			for k, v := range r.Meta { // keep what the SDK put there (server info)
-				if _, ours := ref.Meta[k]; !ours {
-					ref.Meta[k] = v
-				}
-			}
-			return ref, err
-		}
-		if _, refused := r.Meta[MetaError]; refused {
-			r.StructuredContent = nil
-			r.Content = r.Content[:min(len(r.Content), 1)]
-		}
-		return res, err
-	}
-}
-
-// describe returns a copy of t with honest annotations, description and
-// input schema for the configuration c.
-func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
+// newTool wraps h for tool t: the published description, the input schema
+// calls are checked against, and the state calls share.
+func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]) (*tool[In, Out], error) {
 	tt := *t
 	var ann mcp.ToolAnnotations
 	if t.Annotations != nil {
@@ -111,8 +62,7 @@ func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
 	if ann.ReadOnlyHint && ann.DestructiveHint != nil && *ann.DestructiveHint {
 		return nil, fmt.Errorf("annotations claim both read-only and destructive")
 	}
-	keyed := len(c.keys) > 0 || c.opID
-	ann.IdempotentHint = keyed
+	ann.IdempotentHint = ann.ReadOnlyHint || len(c.keys) > 0 || c.requireOpID
 	tt.Annotations = &ann
 
 	schema, err := inputSchema[In](t)
@@ -125,83 +75,134 @@ func describe[In any](t *mcp.Tool, c *config) (*mcp.Tool, error) {
 			return nil, fmt.Errorf("key %q is not an input property", k)
 		}
 		p = p.CloneSchemas()
-		p.Description = strings.TrimSpace(p.Description + " Required. Record key: names the record this call writes; a repeat with the same value writes the same record.")
+		p.Description = strings.TrimSpace(p.Description + " Record key: names the record this call writes; a repeat with the same value writes the same record.")
 		schema.Properties[k] = p
 	}
-	// Keys leave the schema's required list: the middleware refuses a
-	// missing key itself, with missing_key and a message that names the
-	// argument, where the SDK's validation would answer without a code.
-	// op_id leaves it too: it is optional whatever In says (an In with its
-	// own op_id field without omitempty would make it required, and a model
-	// would then invent one).
+	// op_id is in required exactly when the tool requires it, whatever In
+	// says (an In with its own op_id field without omitempty would make it
+	// required, and a model would then invent one).
 	schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
-		return slices.Contains(c.keys, r) || (c.opID && r == OpIDArgument)
+		return slices.Contains(c.keys, r) || r == opIDArgument
 	})
+	schema.Required = append(schema.Required, c.keys...)
 	if c.opID {
-		if _, ok := schema.Properties[OpIDArgument]; !ok {
-			// No type or pattern: the middleware checks the op id and
-			// refuses with invalid_op_id, without echoing it as the
-			// SDK's schema validation would.
-			schema.Properties[OpIDArgument] = &jsonschema.Schema{
-				Description: "Optional string of 1..128 printable ASCII characters without spaces, " + opIDNote,
-			}
+		note := opIDOptionalNote
+		if c.requireOpID {
+			note = opIDRequiredNote
+			schema.Required = append(schema.Required, opIDArgument)
+		}
+		p := &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(maxOpIDLen), Pattern: "^[!-~]+$"}
+		if own, ok := schema.Properties[opIDArgument]; ok {
+			p = own.CloneSchemas()
+		}
+		p.Description = "op_id " + note
+		schema.Properties[opIDArgument] = p
+	}
+	in, err := newInputCheck(schema)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if tt.InputSchema, err = publishable(schema); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	out := outputOf[Out]()
+	if t.OutputSchema != nil || !out.isInterface {
+		os, err := outputSchema[Out](t)
+		if err != nil {
+			return nil, err
+		}
+		if tt.OutputSchema, err = publishable(os); err != nil {
+			return nil, fmt.Errorf("output schema: %w", err)
 		}
 	}
-	tt.InputSchema = schema
 
 	var notes []string
 	if len(c.keys) > 0 {
 		notes = append(notes, fmt.Sprintf("Safe to retry: calls with the same %s write the same record, so a repeat does not duplicate it.", strings.Join(quoteAll(c.keys), ", ")))
 	}
 	if c.opID {
-		notes = append(notes, "op_id (optional) is "+opIDNote)
+		notes = append(notes, "op_id "+map[bool]string{false: opIDOptionalNote, true: opIDRequiredNote}[c.requireOpID])
 	}
 	if len(notes) > 0 {
 		tt.Description = strings.TrimSpace(tt.Description + "\n\n" + strings.Join(notes, "\n"))
 	}
-	return &tt, nil
+	return &tool[In, Out]{
+		desc: &tt, c: c, s: s, h: h, in: in, out: out,
+		fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
+	}, nil
 }
 
-const opIDNote = "for apps replaying queued requests: the app mints one per intended operation before the first attempt and resends it unchanged on every retry, and a repeat returns the first result. Leave it out unless your client minted it; never invent one."
+const (
+	opIDOptionalNote = "(optional) is for apps replaying queued requests: the app mints one per intended operation before the first attempt and resends it unchanged on every retry, and a repeat returns the first result. Leave it out unless your client minted it; never invent one."
+	opIDRequiredNote = "(required): mint a new one (for example a UUID) for each new operation before its first attempt, and send it unchanged on every retry of that operation: a repeat returns the first result instead of running again. A string of 1..128 printable ASCII characters."
+)
 
 // inputSchema returns a copy of t's input schema, or the one inferred from
-// In, that describe may edit.
+// In, that newTool may edit.
 func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
-	switch s := t.InputSchema.(type) {
-	case nil:
-		if reflect.TypeFor[In]() == reflect.TypeFor[any]() {
-			return &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}, nil
-		}
+	var s *jsonschema.Schema
+	switch {
+	case t.InputSchema == nil && reflect.TypeFor[In]() == reflect.TypeFor[any]():
+		s = &jsonschema.Schema{Type: "object"}
+	case t.InputSchema == nil:
 		inferred, err := jsonschema.For[In](nil)
 		if err != nil {
 			return nil, fmt.Errorf("input schema: %w", err)
 		}
-		if inferred.Properties == nil {
-			inferred.Properties = map[string]*jsonschema.Schema{}
+		s = inferred
+	default:
+		var err error
+		if s, err = schemaOf(t.InputSchema); err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
 		}
-		return inferred, nil
-	case *jsonschema.Schema:
-		cp := s.CloneSchemas()
-		cp.Properties = maps.Clone(cp.Properties)
-		if cp.Properties == nil {
-			cp.Properties = map[string]*jsonschema.Schema{}
-		}
-		return cp, nil
 	}
-	// Any other form the SDK accepts (json.RawMessage, a map) is read into a
-	// schema of our own, which leaves the caller's value alone.
-	b, err := json.Marshal(t.InputSchema)
+	if s.Type != "object" {
+		return nil, fmt.Errorf(`input schema must have type "object"`)
+	}
+	s.Properties = maps.Clone(s.Properties)
+	if s.Properties == nil {
+		s.Properties = map[string]*jsonschema.Schema{}
+	}
+	return s, nil
+}
+
+// outputSchema returns t's output schema, or the one inferred from Out (for
+// a pointer, from its element type).
+func outputSchema[Out any](t *mcp.Tool) (*jsonschema.Schema, error) {
+	if t.OutputSchema != nil {
+		s, err := schemaOf(t.OutputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("output schema: %w", err)
+		}
+		return s, nil
+	}
+	rt := reflect.TypeFor[Out]()
+	if rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	s, err := jsonschema.ForType(rt, nil)
 	if err != nil {
-		return nil, fmt.Errorf("input schema: %w", err)
+		return nil, fmt.Errorf("output schema: %w", err)
 	}
-	var cp jsonschema.Schema
-	if err := json.Unmarshal(b, &cp); err != nil {
-		return nil, fmt.Errorf("input schema: %w", err)
+	return s, nil
+}
+
+// schemaOf returns a copy of a schema in any form the SDK accepts
+// (*jsonschema.Schema, json.RawMessage, a map), leaving the caller's value
+// alone.
+func schemaOf(v any) (*jsonschema.Schema, error) {
+	if s, ok := v.(*jsonschema.Schema); ok && s != nil {
+		return s.CloneSchemas(), nil
 	}
-	if cp.Properties == nil {
-		cp.Properties = map[string]*jsonschema.Schema{}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	return &cp, nil
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 func ptr[T any](v T) *T { return &v }

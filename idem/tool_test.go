@@ -159,7 +159,7 @@ func TestAddToolRawSchema(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	idem.AddTool(srv, &mcp.Tool{Name: "stop", InputSchema: raw}, memory.New(), noop[stopIn], idem.Keys("session_id"), idem.OpID())
 	schema := mustJSON(listTools(t, srv)["stop"].InputSchema)
-	if !strings.Contains(schema, `"op_id"`) || !strings.Contains(schema, "Record key") || strings.Contains(schema, `"required"`) {
+	if !strings.Contains(schema, `"op_id"`) || !strings.Contains(schema, "Record key") || !strings.Contains(schema, `"required":["session_id"]`) {
 		t.Errorf("raw schema not annotated: %s", schema)
 	}
 	defer func() {

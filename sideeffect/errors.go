@@ -34,6 +34,11 @@ var (
 	// different payload. A marker key names one effect; use a new key for a
 	// new effect. It wraps idem.ErrExists.
 	ErrPayloadMismatch = wrapSentinel("sideeffect: marker key already used for a different payload", idem.ErrExists)
+
+	// ErrNoTransaction: [AfterCommit] was called with a context that is not
+	// inside a transaction of idem.Run or the middleware. Nothing was
+	// arranged.
+	ErrNoTransaction = errors.New("sideeffect: no idemkit transaction in context")
 )
 
 // sentinel is an error with a fixed message that also matches another

@@ -323,9 +323,8 @@ func (c *claim) fenced(ctx context.Context, what string, change func(d *doc)) er
 // its marker Pending (or Unknown) for [Recover]. The hook runs on the
 // committing goroutine, so the middleware sends the tool's response after
 // the post; to post in the background, call Once from a goroutine of your
-// own idem.AfterCommit hook. AfterCommit returns
-// idem.ErrNoTransaction if ctx is not inside a transaction of idem.Run or
-// the middleware.
+// own idem.AfterCommit hook. AfterCommit returns [ErrNoTransaction] if ctx
+// is not inside a transaction of idem.Run or the middleware.
 func AfterCommit(ctx context.Context, s idem.Store, key string, post PostFunc, then func(ref string, err error), opts ...Option) error {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -338,10 +337,13 @@ func AfterCommit(ctx context.Context, s idem.Store, key string, post PostFunc, t
 	if post == nil {
 		return errNilPost
 	}
-	return idem.AfterCommit(ctx, func(ctx context.Context) {
+	if !idem.AfterCommit(ctx, func(ctx context.Context) {
 		ref, err := once(ctx, s, k, post, cfg)
 		if then != nil {
 			then(ref, err)
 		}
-	})
+	}) {
+		return ErrNoTransaction
+	}
+	return nil
 }

@@ -143,8 +143,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
-	if err := sideeffect.AfterCommit(ctx, s, "ok", mustNotPost(t), nil); !errors.Is(err, idem.ErrNoTransaction) {
-		t.Errorf("AfterCommit outside a transaction: err %v, want idem.ErrNoTransaction", err)
+	if err := sideeffect.AfterCommit(ctx, s, "ok", mustNotPost(t), nil); !errors.Is(err, sideeffect.ErrNoTransaction) {
+		t.Errorf("AfterCommit outside a transaction: err %v, want sideeffect.ErrNoTransaction", err)
 	}
 	if m := get(t, s, clk, "ok"); m.State != sideeffect.Pending || m.Attempts != 0 {
 		t.Errorf("marker after refused calls: %+v, want untouched pending", m)

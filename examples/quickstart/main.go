@@ -100,7 +100,7 @@ func setBudget(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Bud
 func NewServer(s idem.Store) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-quickstart", Version: "v0.1.0"}, nil)
 	idem.AddTool(srv, &mcp.Tool{Name: "add_expense", Description: "Record an expense and return its id and the new total."},
-		s, addExpense, idem.OpID())
+		s, addExpense, idem.RequireOpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one."},
 		s, setBudget, idem.Keys("month"))
 	idem.RegisterStatusTool(srv, s)
@@ -165,7 +165,7 @@ func runDemo(ctx context.Context, srv *mcp.Server, w *os.File) error {
 		return err
 	}
 	defer cs.Close()
-	st, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: idem.StatusToolName, Arguments: map[string]any{"tool": "add_expense", "op_id": opID}})
+	st, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_operation", Arguments: map[string]any{"tool": "add_expense", "op_id": opID}})
 	if err != nil {
 		return err
 	}

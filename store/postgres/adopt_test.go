@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/oprecord"
 	"github.com/idemkit/sdk/store/postgres"
 )
 
@@ -136,21 +138,41 @@ func newBank(t testing.TB, pool *pgxpool.Pool, opts *postgres.Options) *bank {
 	return b
 }
 
-func (b *bank) tool(hook func(ctx context.Context, ptx pgx.Tx) error) mcp.ToolHandlerFor[depositIn, depositOut] {
-	return idem.Tool(b.store, depositHandler(b.accounts, b.transfers, hook), idem.OpID())
+func (b *bank) tool(t testing.TB, hook func(ctx context.Context, ptx pgx.Tx) error) *depositTool {
+	return newDepositTool(t, b.store, depositHandler(b.accounts, b.transfers, hook), idem.OpID())
 }
 
-// call calls a deposit tool the way the SDK does after decoding arguments.
-func call(t testing.TB, tool mcp.ToolHandlerFor[depositIn, depositOut], in depositIn) *mcp.CallToolResult {
+// depositTool is a deposit tool as a client sees it: registered with
+// idem.AddTool on a server of its own (a process of its own), and called
+// over an in-memory connection.
+type depositTool struct{ cs *mcp.ClientSession }
+
+func newDepositTool(t testing.TB, s idem.Store, h idem.HandlerFor[depositIn, depositOut], opts ...idem.Option) *depositTool {
 	t.Helper()
-	args, err := json.Marshal(in)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bank", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "deposit"}, s, h, opts...)
+	cs, err := idemtest.Connect(context.Background(), srv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "deposit", Arguments: args}}
-	res, _, err := tool(context.Background(), req, in)
+	t.Cleanup(func() { cs.Close() })
+	return &depositTool{cs: cs}
+}
+
+// call calls a deposit tool.
+func call(t testing.TB, tool *depositTool, in depositIn) *mcp.CallToolResult {
+	t.Helper()
+	b, err := json.Marshal(in)
 	if err != nil {
-		// The SDK sends a handler's error as an IsError result.
+		t.Fatal(err)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(b, &args); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tool.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "deposit", Arguments: args})
+	if err != nil {
+		t.Errorf("deposit: %v", err)
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 	}
 	return res
@@ -173,12 +195,12 @@ func (b *bank) state(t testing.TB, opID string) state {
 	if err := b.pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE id = $1", b.transfers), opID).Scan(&s.transfers); err != nil {
 		t.Fatalf("counting transfers: %v", err)
 	}
-	_, err := idem.LookupOp(ctx, b.store, "", "deposit", opID)
+	_, err := oprecord.Lookup(ctx, b.store, "", "deposit", opID)
 	switch {
 	case err == nil:
 		s.opRecord = true
 	case !errors.Is(err, idem.ErrNotFound):
-		t.Fatalf("LookupOp: %v", err)
+		t.Fatalf("reading the op record: %v", err)
 	}
 	return s
 }
@@ -203,7 +225,7 @@ func replayed(res *mcp.CallToolResult) bool {
 func TestAdoptExistingSchema(t *testing.T) {
 	pool := newPool(t, 4)
 	b := newBank(t, pool, &postgres.Options{MaxDocumentBytes: 4096})
-	tool := b.tool(nil)
+	tool := b.tool(t, nil)
 
 	t.Run("CommitTogether", func(t *testing.T) {
 		res := call(t, tool, depositIn{Account: "alice", Amount: 10, OpID: "d1"})

@@ -56,7 +56,7 @@ func errorCode(res *mcp.CallToolResult) string {
 
 // checkConverges retries the call the way a client does after a failure and
 // checks that the deposit lands exactly once.
-func checkConverges(t *testing.T, b *bank, tool mcp.ToolHandlerFor[depositIn, depositOut], in depositIn, before int64) {
+func checkConverges(t *testing.T, b *bank, tool *depositTool, in depositIn, before int64) {
 	t.Helper()
 	res := call(t, tool, in)
 	if res.IsError || replayed(res) {
@@ -80,7 +80,7 @@ func TestKillWhileOpen(t *testing.T) {
 	first.Store(true)
 	opened := make(chan uint32)
 	resume := make(chan struct{})
-	tool := b.tool(func(ctx context.Context, ptx pgx.Tx) error {
+	tool := b.tool(t, func(ctx context.Context, ptx pgx.Tx) error {
 		if !first.CompareAndSwap(true, false) {
 			return nil
 		}
@@ -146,15 +146,15 @@ END $$`, fn),
 	first.Store(true)
 	pids := make(chan uint32, 1)
 	var unknown atomic.Int32
-	tool := idem.Tool(b.store, depositHandler(b.accounts, b.transfers, func(ctx context.Context, ptx pgx.Tx) error {
+	tool := newDepositTool(t, b.store, depositHandler(b.accounts, b.transfers, func(ctx context.Context, ptx pgx.Tx) error {
 		if !first.CompareAndSwap(true, false) {
 			return nil
 		}
 		pids <- ptx.Conn().PgConn().PID()
 		_, err := ptx.Exec(ctx, "SELECT set_config('idemtest.hold_commit', $1, true)", strconv.FormatInt(lockKey, 10))
 		return err
-	}), idem.OpID(), idem.OnUnknownOutcome(func(ctx context.Context, ev idem.Event) {
-		if errors.Is(ev.Err, idem.ErrUnknownOutcome) {
+	}), idem.OpID(), idem.Observe(func(ctx context.Context, ev idem.Event) {
+		if ev.Kind == "unknown_outcome" && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
 			unknown.Add(1)
 		}
 	}))
@@ -174,7 +174,7 @@ END $$`, fn),
 		t.Fatalf("call killed in COMMIT: %q (code %q), want unknown_outcome", text(res), errorCode(res))
 	}
 	if unknown.Load() != 1 {
-		t.Fatalf("OnUnknownOutcome saw %d errors wrapping idem.ErrUnknownOutcome, want 1", unknown.Load())
+		t.Fatalf("Observe saw %d errors wrapping idem.ErrUnknownOutcome, want 1", unknown.Load())
 	}
 	if s := b.state(t, in.OpID); s != (state{}) {
 		t.Fatalf("after the killed commit: %+v, want nothing committed", s)
@@ -294,7 +294,7 @@ func TestReplyLostAfterCommit(t *testing.T) {
 		b := newBank(t, pool, nil)
 		var first atomic.Bool
 		first.Store(true)
-		tool := b.tool(func(ctx context.Context, ptx pgx.Tx) error {
+		tool := b.tool(t, func(ctx context.Context, ptx pgx.Tx) error {
 			if first.CompareAndSwap(true, false) {
 				armCut(t, ptx)
 			}
@@ -321,9 +321,9 @@ func TestConcurrentIdenticalCalls(t *testing.T) {
 	pool := newPool(t, 8)
 	b := newBank(t, pool, nil)
 	var executions atomic.Int32
-	tools := make([]mcp.ToolHandlerFor[depositIn, depositOut], 4)
+	tools := make([]*depositTool, 4)
 	for i := range tools {
-		tools[i] = b.tool(func(ctx context.Context, ptx pgx.Tx) error {
+		tools[i] = b.tool(t, func(ctx context.Context, ptx pgx.Tx) error {
 			executions.Add(1)
 			return nil
 		})
@@ -377,11 +377,14 @@ func TestRepeatElsewhereWithLostReplyIsAReplay(t *testing.T) {
 			if cut != nil && cut.CompareAndSwap(true, false) {
 				armCut(t, ptx)
 			}
-			return idem.AfterCommit(ctx, func(context.Context) { hooks.Add(1) })
+			if !idem.AfterCommit(ctx, func(context.Context) { hooks.Add(1) }) {
+				return errors.New("no transaction in the handler's context")
+			}
+			return nil
 		}
 	}
-	toolA := b.tool(mk(nil))
-	toolB := b.tool(mk(&armB))
+	toolA := b.tool(t, mk(nil))
+	toolB := b.tool(t, mk(&armB))
 	in := depositIn{Account: "alice", Amount: 6, OpID: "review-elsewhere"}
 	if res := call(t, toolA, in); res.IsError {
 		t.Fatalf("A: %q", text(res))

@@ -3,7 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+
 	"errors"
 	"path/filepath"
 	"testing"
@@ -12,6 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/oprecord"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
@@ -89,19 +91,24 @@ func TestInterruptedHandlerLeavesNoOpRecord(t *testing.T) {
 	type in struct {
 		Text string `json:"text"`
 	}
-	h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, v in) (*mcp.CallToolResult, in, error) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, v in) (*mcp.CallToolResult, in, error) {
 		if err := tx.Put(ctx, a, v); err != nil {
 			return nil, in{}, err
 		}
 		interruptedStatement(ctx, t, tx) // a best-effort audit insert whose error is ignored
 		return nil, v, nil
 	}, idem.OpID())
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "add", Arguments: json.RawMessage(`{"text":"x","op_id":"op-1"}`)}}
-	res, _, err := h(context.Background(), req, in{Text: "x"})
-	if err == nil && (res == nil || !res.IsError) {
+	cs, err := idemtest.Connect(context.Background(), srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"text": "x", "op_id": "op-1"}})
+	if err == nil && !res.IsError {
 		t.Fatalf("the call reported success although SQLite rolled it back")
 	}
-	if _, err := idem.LookupOp(context.Background(), s, "", "add", "op-1"); !errors.Is(err, idem.ErrNotFound) {
+	if _, err := oprecord.Lookup(context.Background(), s, "", "add", "op-1"); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("op record left behind: %v", err)
 	}
 	if exists(t, s, a) {

@@ -26,12 +26,15 @@ func TestContextOfAFinishedRunStartsRuns(t *testing.T) {
 		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error { return nil }); err == nil {
 			t.Error("a Run from inside fn, with fn's context, was not refused")
 		}
-		return idem.AfterCommit(ctx, func(context.Context) {
+		if !idem.AfterCommit(ctx, func(context.Context) {
 			// The natural hook: the fn's context, captured.
 			if err := s.Run(kept, func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, k, 1) }); err != nil {
 				t.Errorf("Run from an after-commit hook: %v", err)
 			}
-		})
+		}) {
+			t.Error("AfterCommit refused the context of idem.Run's fn")
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

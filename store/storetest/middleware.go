@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // secret is an argument value that must never appear in an error a caller
@@ -94,8 +95,8 @@ func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRe
 	if err := tx.Create(ctx, noteKey(n), in); err != nil {
 		return nil, noteOut{}, err
 	}
-	if err := idem.AfterCommit(ctx, func(context.Context) { f.hooks.Add(1) }); err != nil {
-		return nil, noteOut{}, err
+	if !idem.AfterCommit(ctx, func(context.Context) { f.hooks.Add(1) }) {
+		return nil, noteOut{}, errors.New("AfterCommit: no transaction in the handler's context")
 	}
 	switch f.fail.Load().(string) {
 	case "error":
@@ -115,9 +116,9 @@ func (f *mwFixture) setStatus(ctx context.Context, tx idem.Tx, req *mcp.CallTool
 
 func closeSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in closeIn) (*mcp.CallToolResult, closeIn, error) {
 	id, err := idem.ResolveTarget(idem.TargetQuery{
-		ID:     in.SessionID,
-		Owned:  []idem.Candidate{{ID: "s-2", Label: "laptop"}, {ID: "s-1", Label: "phone"}},
-		Queued: idem.HasOpID(req),
+		ID:      in.SessionID,
+		Owned:   []idem.Candidate{{ID: "s-2", Label: "laptop"}, {ID: "s-1", Label: "phone"}},
+		Request: req,
 	})
 	if err != nil {
 		return nil, closeIn{}, err
@@ -168,9 +169,9 @@ func (f *mwFixture) committedNotes() int {
 	return n
 }
 
-func (f *mwFixture) opRecord(scope, tool, opID string) *idem.OpRecord {
+func (f *mwFixture) opRecord(scope, tool, opID string) *oprecord.Record {
 	f.t.Helper()
-	rec, err := idem.LookupOp(context.Background(), f.store, scope, tool, opID)
+	rec, err := oprecord.Lookup(context.Background(), f.store, scope, tool, opID)
 	if errors.Is(err, idem.ErrNotFound) {
 		return nil
 	}
@@ -300,8 +301,8 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 			t.Errorf("retry: replayed=%v id=%s; want the first answer, replayed", replayed(r), noteID(t, r))
 		}
 		var stored noteOut
-		if err := json.Unmarshal(rec.Output, &stored); err != nil || stored.ID != noteID(t, r) {
-			t.Errorf("retry answered %s, stored %s", noteID(t, r), rec.Output)
+		if err := json.Unmarshal(rec.StructuredOutput(), &stored); err != nil || stored.ID != noteID(t, r) {
+			t.Errorf("retry answered %s, stored %s", noteID(t, r), rec.StructuredOutput())
 		}
 		if got := f.committedNotes(); got != 1 {
 			t.Errorf("%d notes committed, want 1", got)
@@ -473,7 +474,7 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		// about an operation only alice sent.
 		callTool(t, alice, "scoped_note", map[string]any{"text": "private", "op_id": "alice-only"}, nil)
 		status := func(cs *mcp.ClientSession) string {
-			st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "scoped_note", "op_id": "alice-only"}, nil)
+			st := callTool(t, cs, "get_operation", map[string]any{"tool": "scoped_note", "op_id": "alice-only"}, nil)
 			b, _ := json.Marshal(st.StructuredContent)
 			var got struct {
 				Status string `json:"status"`
@@ -481,7 +482,7 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 			_ = json.Unmarshal(b, &got)
 			return got.Status
 		}
-		if a, b := status(alice), status(bob); a != idem.StatusCommitted || b != idem.StatusNotCommitted {
+		if a, b := status(alice), status(bob); a != "committed" || b != "not_committed" {
 			t.Errorf("get_operation of alice's op: alice sees %q, bob sees %q; want committed, not_committed", a, b)
 		}
 	})
@@ -537,17 +538,26 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		k := idem.Key{Collection: "notes", ID: "cancelled"}
-		tool := idem.Tool(f.store, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
-			if err := tx.Create(ctx, k, in); err != nil {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "cancel", Version: "v0"}, nil)
+		idem.AddTool(srv, &mcp.Tool{Name: "add_note"}, f.store, func(hctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+			if err := tx.Create(hctx, k, in); err != nil {
 				return nil, noteOut{}, err
 			}
-			cancel() // the client disconnects as the handler returns
+			cancel() // the client gives up as the handler returns
+			select { // until the cancellation reached the server
+			case <-hctx.Done():
+			case <-time.After(2 * time.Second):
+			}
 			return nil, noteOut{ID: k.ID}, nil
 		}, idem.OpID(), idem.Clock(f.clock.Now))
-		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "add_note", Arguments: json.RawMessage(`{"text":"x","op_id":"op-c"}`)}}
-		res, _, err := tool(ctx, req, noteIn{Text: "x"})
-		if err != nil || (res != nil && res.IsError) {
-			t.Fatalf("call: err=%v result=%v", err, res)
+		cs := connectTo(t, srv, nil)
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"text": "x", "op_id": "op-c"}})
+		if err == nil {
+			t.Log("the call answered before its cancellation") // the commit is checked either way
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for f.opRecord("", "add_note", "op-c") == nil && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond) // the server commits after the client gave up
 		}
 		if f.opRecord("", "add_note", "op-c") == nil {
 			t.Fatal("op record not committed after cancellation")
@@ -604,7 +614,7 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 				t.Errorf("%s: refusal echoes an argument: %q", c.name, resultText(r))
 			}
 			if c.code == idem.CodeAmbiguousTarget {
-				cands, _ := json.Marshal(r.Meta[idem.MetaCandidates])
+				cands, _ := json.Marshal(r.Meta["io.idemkit/candidates"])
 				if string(cands) != `[{"id":"s-1","label":"phone"},{"id":"s-2","label":"laptop"}]` {
 					t.Errorf("%s: candidates %s", c.name, cands)
 				}
@@ -656,29 +666,29 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 		f := newMWFixture(t, h)
 		cs := f.connect(nil)
 		r1 := callTool(t, cs, "add_note", map[string]any{"text": "x", "op_id": "op-s"}, nil)
-		st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "op-s"}, nil)
+		st := callTool(t, cs, "get_operation", map[string]any{"tool": "add_note", "op_id": "op-s"}, nil)
 		var got struct {
 			Status      string     `json:"status"`
 			Output      noteOut    `json:"output"`
 			CommittedAt *time.Time `json:"committed_at"`
 		}
 		b, _ := json.Marshal(st.StructuredContent)
-		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusCommitted {
+		if err := json.Unmarshal(b, &got); err != nil || got.Status != "committed" {
 			t.Fatalf("get_operation: %s", b)
 		}
 		// The tool's own answer carries what the first call answered.
 		if got.Output.ID != noteID(t, r1) || got.CommittedAt == nil || !got.CommittedAt.Equal(f.clock.Now()) {
 			t.Errorf("get_operation answered %s; want output id %s committed at %s", b, noteID(t, r1), f.clock.Now())
 		}
-		st = callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "never-sent"}, nil)
+		st = callTool(t, cs, "get_operation", map[string]any{"tool": "add_note", "op_id": "never-sent"}, nil)
 		b, _ = json.Marshal(st.StructuredContent)
-		if err := json.Unmarshal(b, &got); err != nil || got.Status != idem.StatusNotCommitted {
+		if err := json.Unmarshal(b, &got); err != nil || got.Status != "not_committed" {
 			t.Errorf("unknown op: %s", b)
 		}
 		// An op id is looked up per tool: the same op id under another tool
 		// is another operation.
-		st = callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "scoped_note", "op_id": "op-s"}, nil)
-		if b, _ = json.Marshal(st.StructuredContent); !strings.Contains(string(b), idem.StatusNotCommitted) {
+		st = callTool(t, cs, "get_operation", map[string]any{"tool": "scoped_note", "op_id": "op-s"}, nil)
+		if b, _ = json.Marshal(st.StructuredContent); !strings.Contains(string(b), "not_committed") {
 			t.Errorf("another tool's op id answered %s", b)
 		}
 	})
@@ -715,7 +725,7 @@ func (s staleReads) Run(ctx context.Context, fn func(ctx context.Context, tx ide
 
 // Read misses op records too, as a lagging replica would.
 func (s staleReads) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
-	if k.Collection == idem.OpCollection {
+	if k.Collection == oprecord.Collection {
 		return 0, idem.ErrNotFound
 	}
 	if r, ok := readerOf(s.Store); ok {
@@ -727,7 +737,7 @@ func (s staleReads) Read(ctx context.Context, k idem.Key, dst any) (idem.Version
 type staleTx struct{ idem.Tx }
 
 func (t staleTx) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
-	if k.Collection == idem.OpCollection {
+	if k.Collection == oprecord.Collection {
 		return 0, idem.ErrNotFound
 	}
 	return t.Tx.Get(ctx, k, dst)
@@ -822,8 +832,8 @@ func runOutcomes(t *testing.T, h Harness) {
 					t.Errorf("after-commit hooks ran %d times after a commit that landed, want 1", got)
 				}
 			} else {
-				if errCode(r) != string(idem.CodeUnknownOutcome) || r.Meta[idem.MetaOpIDResult] != "op-unknown" {
-					t.Fatalf("lost commit that did not land: code %q op id %v", errCode(r), r.Meta[idem.MetaOpIDResult])
+				if errCode(r) != string(idem.CodeUnknownOutcome) || r.Meta[idem.MetaOpID] != "op-unknown" {
+					t.Fatalf("lost commit that did not land: code %q op id %v", errCode(r), r.Meta[idem.MetaOpID])
 				}
 				if strings.Contains(resultText(r), secret) || strings.Contains(resultText(r), errLostCommit.Error()) {
 					t.Errorf("unknown_outcome leaks arguments or the store's error: %q", resultText(r))
@@ -833,8 +843,8 @@ func runOutcomes(t *testing.T, h Harness) {
 				}
 				// The caller checks with get_operation, then retries with
 				// the same op id: it runs once more and commits.
-				st := callTool(t, cs, idem.StatusToolName, map[string]any{"tool": "add_note", "op_id": "op-unknown"}, nil)
-				if b, _ := json.Marshal(st.StructuredContent); !strings.Contains(string(b), idem.StatusNotCommitted) {
+				st := callTool(t, cs, "get_operation", map[string]any{"tool": "add_note", "op_id": "op-unknown"}, nil)
+				if b, _ := json.Marshal(st.StructuredContent); !strings.Contains(string(b), "not_committed") {
 					t.Fatalf("get_operation after a lost commit: %s", b)
 				}
 				r = callTool(t, cs, "add_note", args, nil)
@@ -901,7 +911,7 @@ func runOutcomes(t *testing.T, h Harness) {
 			t.Fatal("the duplicate waited for the first call instead of being refused with busy")
 		}
 		letGo()
-		if r.err != nil || errCode(r.res) != string(idem.CodeBusy) || r.res.Meta[idem.MetaOpIDResult] != "op-slow" {
+		if r.err != nil || errCode(r.res) != string(idem.CodeBusy) || r.res.Meta[idem.MetaOpID] != "op-slow" {
 			t.Errorf("duplicate during the first run: %v, code %q, want busy with the op id", r.err, errCode(r.res))
 		}
 		if a := <-first; a.err != nil || a.res == nil || a.res.IsError {

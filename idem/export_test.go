@@ -1,0 +1,48 @@
+package idem
+
+import (
+	"context"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/internal/oprecord"
+)
+
+// Names the black-box tests reach inside for.
+const StatusToolName = statusToolName
+
+var (
+	HasOpID      = hasOpID
+	Fingerprint  = fingerprintArgs
+	ValidateOpID = func(id string) error {
+		if err := validateOpID(id); err != nil {
+			return err
+		}
+		return nil
+	}
+)
+
+// Tool wraps h as AddTool does and returns its handler as a function the
+// tests call directly, without a transport. The handler reads the call's
+// arguments from req; in is not used, and the typed output is not returned
+// (it is in the result's structured content).
+func Tool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
+	t, err := newTool(&mcp.Tool{Name: "tool"}, newConfig(opts), s, h)
+	if err != nil { // an In such as json.RawMessage: any object
+		t, err = newTool(&mcp.Tool{Name: "tool", InputSchema: &jsonschema.Schema{Type: "object"}}, newConfig(opts), s, h)
+	}
+	if err != nil {
+		panic(err)
+	}
+	return func(ctx context.Context, req *mcp.CallToolRequest, _ In) (*mcp.CallToolResult, Out, error) {
+		var zero Out
+		res, err := t.handle(ctx, req)
+		return res, zero, err
+	}
+}
+
+// LookupOp reads the live op record of (scope, tool, opID).
+func LookupOp(ctx context.Context, s Store, scope, tool, opID string) (*oprecord.Record, error) {
+	return oprecord.Lookup(ctx, s, scope, tool, opID)
+}

@@ -1,0 +1,117 @@
+// Package oprecord is the storage format of op records, shared by the
+// middleware (package idem) and the conformance suite that checks what it
+// stores. It is not part of the API: the format may change between versions.
+package oprecord
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemkit/sdk/idem/backend"
+)
+
+// Collection is the collection op records are stored in.
+const Collection = "idem_ops"
+
+// A Record is the stored outcome of one operation, written in the same
+// transaction as the change it made.
+type Record struct {
+	Scope       string `json:"scope"`
+	Tool        string `json:"tool"`
+	OpID        string `json:"op_id"`
+	Fingerprint string `json:"fingerprint"`
+	// ArgsHash is the hex SHA-256 of the arguments as encoding/json wrote
+	// them: a repeat whose encoding is the same byte for byte matches
+	// without computing its fingerprint. Any other is compared by
+	// fingerprint.
+	ArgsHash    string          `json:"args_hash,omitempty"`
+	Result json.RawMessage `json:"result"` // the *mcp.CallToolResult the handler returned
+	// OutputText is the structured content sent with the result, as the
+	// JSON text that was sent: kept in a string, so that a backend that
+	// reformats stored JSON (PostgreSQL's jsonb) gives it back byte for byte.
+	OutputText string `json:"output_text,omitempty"`
+	// Output is where records written before OutputText held it.
+	Output json.RawMessage `json:"output,omitempty"`
+	CommittedAt time.Time       `json:"committed_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	// Attempt names the transaction attempt that wrote the record, unique
+	// across processes: after a commit of unknown outcome the middleware
+	// tells its own commit from another call's by it.
+	Attempt string `json:"attempt,omitempty"`
+}
+
+// StructuredOutput returns the structured content stored with the result, or
+// nil for none.
+func (r *Record) StructuredOutput() json.RawMessage {
+	switch {
+	case r.OutputText != "":
+		return json.RawMessage(r.OutputText)
+	case len(r.Output) > 0 && string(r.Output) != "null":
+		return r.Output
+	}
+	return nil
+}
+
+// Key returns the key of the op record of (scope, tool, opID). Its owner is
+// the scope (escaped to a valid owner), so backends that keep an owner's
+// documents under the owner keep a user's op records with the user's data;
+// its id is a hash of all three, so that even a backend that ignored the
+// owner could not give one scope another's record, and any op id fits every
+// backend's key rules.
+func Key(scope, tool, opID string) backend.Key {
+	h := sha256.New()
+	for _, s := range []string{scope, tool, opID} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: hex.EncodeToString(h.Sum(nil))}
+}
+
+// Owner returns the key owner for a scope: "" for the empty scope, else the
+// scope with '%', '/', '~', control characters and bytes of invalid UTF-8
+// written as %XX, or, when that is longer than 512 bytes, "~" and the hex
+// SHA-256 of the scope. Two scopes never share an owner.
+func Owner(scope string) string {
+	if scope == "" {
+		return ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(scope); {
+		r, size := utf8.DecodeRuneInString(scope[i:])
+		if (r == utf8.RuneError && size == 1) || r == '%' || r == '/' || r == '~' || r < 0x20 || r == 0x7f {
+			b.WriteString("%" + strings.ToUpper(hex.EncodeToString([]byte{scope[i]})))
+			i++
+			continue
+		}
+		b.WriteString(scope[i : i+size])
+		i += size
+	}
+	if b.Len() > 512 {
+		sum := sha256.Sum256([]byte(scope))
+		return "~" + hex.EncodeToString(sum[:])
+	}
+	return b.String()
+}
+
+// Lookup reads the live op record of (scope, tool, opID). It returns
+// backend.ErrNotFound when there is none: the operation never committed, or
+// its record expired.
+func Lookup(ctx context.Context, s backend.Store, scope, tool, opID string) (*Record, error) {
+	var rec Record
+	err := s.Run(ctx, func(ctx context.Context, tx backend.Tx) error {
+		_, err := tx.Get(ctx, Key(scope, tool, opID), &rec)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
