@@ -30,14 +30,14 @@ type Record struct {
 	// them: a repeat whose encoding is the same byte for byte matches
 	// without computing its fingerprint. Any other is compared by
 	// fingerprint.
-	ArgsHash    string          `json:"args_hash,omitempty"`
-	Result json.RawMessage `json:"result"` // the *mcp.CallToolResult the handler returned
+	ArgsHash string          `json:"args_hash,omitempty"`
+	Result   json.RawMessage `json:"result"` // the *mcp.CallToolResult the handler returned
 	// OutputText is the structured content sent with the result, as the
 	// JSON text that was sent: kept in a string, so that a backend that
 	// reformats stored JSON (PostgreSQL's jsonb) gives it back byte for byte.
 	OutputText string `json:"output_text,omitempty"`
 	// Output is where records written before OutputText held it.
-	Output json.RawMessage `json:"output,omitempty"`
+	Output      json.RawMessage `json:"output,omitempty"`
 	CommittedAt time.Time       `json:"committed_at"`
 	ExpiresAt   time.Time       `json:"expires_at"`
 	// Attempt names the transaction attempt that wrote the record, unique
