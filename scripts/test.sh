@@ -4,8 +4,11 @@
 # Checks formatting and go vet, then runs go test -race ./... with a
 # throw-away PostgreSQL on loopback (scripts/with-postgres.sh installs it
 # with apt-get if the machine lacks it). The race detector needs cgo, so a C
-# compiler is installed too if missing. Extra arguments are go test flags,
-# e.g.
+# compiler is installed too if missing. The interop tests (interop/) drive
+# the servers with the TypeScript SDK clients of interop/node: its packages
+# are installed with npm ci when node_modules is missing or older than
+# package-lock.json; without node and npm the interop tests skip, or fail
+# when CI is set. Extra arguments are go test flags, e.g.
 #   scripts/test.sh -run Conformance
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +31,20 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+
+node_dir=interop/node
+if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
+  # npm ci writes node_modules/.package-lock.json: older than the lockfile
+  # means the installed packages are stale.
+  if [ ! -f "$node_dir/node_modules/.package-lock.json" ] ||
+    [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
+    echo "test.sh: npm ci in $node_dir" >&2
+    (cd "$node_dir" && npm ci --no-audit --no-fund)
+  fi
+elif [ -n "${CI:-}" ]; then
+  echo "test.sh: the interop tests need node and npm to run the TypeScript clients of $node_dir" >&2
+  exit 1
+else
+  echo "test.sh: node or npm missing: the interop tests with the TypeScript clients will skip" >&2
+fi
 exec scripts/with-postgres.sh go test -race -count=1 -timeout 45m "$@" ./...
