@@ -27,7 +27,7 @@ var benchSeq atomic.Int64
 
 func BenchmarkMiddleware(b *testing.B) {
 	stores := map[string]func(b *testing.B) idem.Store{
-		"memory": func(b *testing.B) idem.Store { return memory.New() },
+		"memory": func(b *testing.B) idem.Store { return memory.New(nil) },
 		"sqlite": func(b *testing.B) idem.Store {
 			s, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
 			if err != nil {

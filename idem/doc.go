@@ -4,7 +4,7 @@
 // again: by a model, by an agent that reconnects, by an app that was offline.
 // Wrap the handler, and the write lands once:
 //
-//	store, _ := sqlite.Open("app.db", nil) // or memory.New(), postgres.New(pool, nil)
+//	store, _ := sqlite.Open("app.db", nil) // or memory.New(nil), postgres.New(pool, nil)
 //	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
 //	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, store,
 //		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {

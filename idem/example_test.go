@@ -23,7 +23,7 @@ type Added struct {
 // id minted by the app, the repeat gets the first answer and adds nothing.
 func Example() {
 	ctx := context.Background()
-	store := memory.New() // or the *Store of sqlite.Open(path, nil), postgres.New(pool, nil), ...
+	store := memory.New(nil) // or the *Store of sqlite.Open(path, nil), postgres.New(pool, nil), ...
 	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
 
 	n := 0

@@ -23,7 +23,7 @@ import (
 // runs the handler again.
 func TestInputRequestsAreNeverStored(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	k := idem.Key{Collection: "notes", ID: "n"}
 	runs := 0
 	h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
@@ -71,7 +71,7 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	var buf bytes.Buffer
 	var events []idem.Event
 	hook := func(ctx context.Context, e idem.Event) { events = append(events, e) }
-	h := idem.Tool(memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	h := idem.Tool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		if in.Text == "boom" {
 			panic("handler bug with " + in.Text)
 		}
@@ -122,7 +122,7 @@ func FuzzToolCall(f *testing.F) {
 	f.Add([]byte(`[1,2]`), "")
 	f.Fuzz(func(t *testing.T, args []byte, metaOpID string) {
 		ctx := context.Background()
-		s := memory.New()
+		s := memory.New(nil)
 		runs := 0
 		h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 			runs++
@@ -171,7 +171,7 @@ func TestReplayOfResultWithoutContent(t *testing.T) {
 	ctx := context.Background()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	runs := 0
-	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 		runs++
 		return &mcp.CallToolResult{Meta: mcp.Meta{"x": 1}}, Added{ID: "n-1"}, tx.Put(ctx, idem.Key{Collection: "n", ID: "n-1"}, in)
 	}, idem.OpID())
@@ -200,7 +200,7 @@ func TestReplayOfResultWithoutContent(t *testing.T) {
 func TestReplayOfAnyOutputIsByteForByte(t *testing.T) {
 	ctx := context.Background()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		return nil, json.RawMessage(`{"zeta":9007199254740993,"alpha":"x"}`), nil
 	}, idem.OpID())
 	cs, err := idemtest.Connect(ctx, srv, nil)
@@ -235,7 +235,7 @@ func TestInterfaceOutputReplays(t *testing.T) {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	runs := 0
-	idem.AddTool(srv, &mcp.Tool{Name: "draw"}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, drawn, error) {
+	idem.AddTool(srv, &mcp.Tool{Name: "draw"}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, drawn, error) {
 		runs++
 		return nil, drawn{Shape: square{Side: 2}}, nil
 	}, idem.OpID())
@@ -269,7 +269,7 @@ func TestRefusalWithStrictOutputSchema(t *testing.T) {
 	}
 	out.Properties["kind"].Enum = []any{"post", "page"}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "publish", OutputSchema: out}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, post, error) {
+	idem.AddTool(srv, &mcp.Tool{Name: "publish", OutputSchema: out}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, post, error) {
 		return nil, post{Kind: "post"}, nil
 	}, idem.OpID())
 	cs, err := idemtest.Connect(ctx, srv, nil)

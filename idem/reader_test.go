@@ -43,7 +43,7 @@ type stopArgs struct {
 // and refuses. B must answer A's stored result, not its own refusal.
 func TestDuplicateCommittedAfterReadIsReplayed(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
+	mem := memory.New(nil)
 	s := &windowStore{Store: mem}
 	sk := idem.Key{Collection: "sessions", ID: "s1"}
 	if err := mem.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
@@ -104,7 +104,7 @@ func (c *countingStore) Read(ctx context.Context, k idem.Key, dst any) (idem.Ver
 // by that read.
 func TestReadBeforeRunOnlyForRecentOps(t *testing.T) {
 	ctx := context.Background()
-	s := &countingStore{Store: memory.New()}
+	s := &countingStore{Store: memory.New(nil)}
 	runs := 0
 	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
 		runs++
@@ -139,7 +139,7 @@ func TestReadBeforeRunOnlyForRecentOps(t *testing.T) {
 // result.
 func TestDuplicateFromElsewhereIsCaughtAtCommit(t *testing.T) {
 	ctx := context.Background()
-	s := &countingStore{Store: memory.New()}
+	s := &countingStore{Store: memory.New(nil)}
 	k := idem.Key{Collection: "c", ID: "s"}
 	runs := 0
 	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
@@ -236,7 +236,7 @@ func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
 	for _, readFirst := range []bool{false, true} {
 		t.Run(fmt.Sprint("ReadFirst=", readFirst), func(t *testing.T) {
 			ctx := context.Background()
-			s := &pgLikeStore{Store: memory.New()}
+			s := &pgLikeStore{Store: memory.New(nil)}
 			hooks, runs := 0, 0
 			h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
 				runs++
@@ -274,7 +274,7 @@ func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
 // same canonical form replays; one with another value is key_reused.
 func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	runs := 0
 	tool := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 		runs++
@@ -306,7 +306,7 @@ func TestUnfingerprintableArgsNeverRunTheHandler(t *testing.T) {
 		if readFirst {
 			opts = append(opts, idem.ReadFirst())
 		}
-		tool := idem.Tool(memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+		tool := idem.Tool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 			runs++
 			return &mcp.CallToolResult{}, nil, nil
 		}, opts...)
@@ -330,7 +330,7 @@ func TestPanicLogCarriesFingerprint(t *testing.T) {
 		if readFirst {
 			opts = append(opts, idem.ReadFirst())
 		}
-		tool := idem.Tool(memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+		tool := idem.Tool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 			panic("boom")
 		}, opts...)
 		args := `{"a":1,"op_id":"o"}`
@@ -349,7 +349,7 @@ func TestPanicLogCarriesFingerprint(t *testing.T) {
 // not unknown_outcome.
 func TestUnknownOutcomeBesideOtherArgumentsIsKeyReused(t *testing.T) {
 	ctx := context.Background()
-	s := &pgLikeStore{Store: memory.New()}
+	s := &pgLikeStore{Store: memory.New(nil)}
 	hooks := 0
 	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
 		if !idem.AfterCommit(ctx, func(context.Context) { hooks++ }) {
@@ -390,7 +390,7 @@ func TestTokenWithoutUserIDIsRefused(t *testing.T) {
 			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Scopes: []string{"notes"}}},
 		}
 	}
-	tool := idem.Tool(memory.New(), h, idem.OpID())
+	tool := idem.Tool(memory.New(nil), h, idem.OpID())
 	res, _, err := tool(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"})
 	if err != nil || res.Meta[idem.MetaError] != string(idem.CodeScopeRequired) || runs != 0 {
 		t.Errorf("op call: %v %s, handler ran %d times; want scope_required and no run", err, mustJSON(res), runs)
@@ -398,7 +398,7 @@ func TestTokenWithoutUserIDIsRefused(t *testing.T) {
 	if res, _, err := tool(ctx, req(`{"session":"s"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 1 {
 		t.Errorf("call without an op id: %v %s; want it run", err, mustJSON(res))
 	}
-	own := idem.Tool(memory.New(), h, idem.OpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "" }))
+	own := idem.Tool(memory.New(nil), h, idem.OpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "" }))
 	if res, _, err := own(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 2 {
 		t.Errorf("own Scope: %v %s; want it run", err, mustJSON(res))
 	}
@@ -408,7 +408,7 @@ func TestTokenWithoutUserIDIsRefused(t *testing.T) {
 // still logged.
 func TestPanicOnRepeatElsewhereIsLogged(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	panics := false
 	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in stopArgs) (*mcp.CallToolResult, any, error) {
 		if panics {

@@ -56,7 +56,7 @@ func listTools(t *testing.T, srv *mcp.Server) map[string]*mcp.Tool {
 }
 
 func TestAddToolMetadataIsHonest(t *testing.T) {
-	s := memory.New()
+	s := memory.New(nil)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	idem.AddTool(srv, &mcp.Tool{Name: "stop", Description: "Stop a session."}, s, noop[stopIn], idem.Keys("session_id"), idem.OpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "append", Description: "Append."}, s, noop[stopIn])
@@ -96,7 +96,7 @@ func TestAddToolLeavesCallerToolAlone(t *testing.T) {
 		Properties: map[string]*jsonschema.Schema{"session_id": {Type: "string"}},
 	}}
 	before := mustJSON(tool)
-	idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(), noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(nil), noop[stopIn], idem.Keys("session_id"), idem.OpID())
 	if after := mustJSON(tool); after != before {
 		t.Errorf("AddTool modified the caller's tool:\n%s\n%s", before, after)
 	}
@@ -118,7 +118,7 @@ func TestAddToolRefusesContradictions(t *testing.T) {
 			if name == "unknown key" {
 				opts = append(opts, idem.Keys("no_such_argument"))
 			}
-			idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(), noop[stopIn], opts...)
+			idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(nil), noop[stopIn], opts...)
 		}()
 	}
 }
@@ -132,7 +132,7 @@ func TestRefusalHasNoStructuredContent(t *testing.T) {
 		ID string `json:"id"`
 	}
 	for _, name := range []string{"a", "b"} { // two tools: the cleanup is installed once
-		idem.AddTool(srv, &mcp.Tool{Name: name}, memory.New(), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, out, error) {
+		idem.AddTool(srv, &mcp.Tool{Name: name}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, out, error) {
 			return nil, out{ID: "x"}, nil
 		}, idem.OpID())
 	}
@@ -157,7 +157,7 @@ func TestRefusalHasNoStructuredContent(t *testing.T) {
 func TestAddToolRawSchema(t *testing.T) {
 	raw := json.RawMessage(`{"type":"object","properties":{"session_id":{"type":"string"}},"required":["session_id"],"additionalProperties":false}`)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "stop", InputSchema: raw}, memory.New(), noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "stop", InputSchema: raw}, memory.New(nil), noop[stopIn], idem.Keys("session_id"), idem.OpID())
 	schema := mustJSON(listTools(t, srv)["stop"].InputSchema)
 	if !strings.Contains(schema, `"op_id"`) || !strings.Contains(schema, "Record key") || !strings.Contains(schema, `"required":["session_id"]`) {
 		t.Errorf("raw schema not annotated: %s", schema)
@@ -167,7 +167,7 @@ func TestAddToolRawSchema(t *testing.T) {
 			t.Error("a key naming no property of a raw schema did not panic")
 		}
 	}()
-	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(), noop[stopIn], idem.Keys("nope"))
+	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(nil), noop[stopIn], idem.Keys("nope"))
 }
 
 // An In with its own op_id field keeps op_id optional in the schema, and a
@@ -178,7 +178,7 @@ func TestOwnOpIDFieldStaysOptional(t *testing.T) {
 		OpID string `json:"op_id"`
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(), noop[withOpID], idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil), noop[withOpID], idem.OpID())
 	var schema struct {
 		Required []string `json:"required"`
 	}
@@ -204,7 +204,7 @@ func TestOwnOpIDFieldStaysOptional(t *testing.T) {
 func TestStatusRefusalHasNoStructuredContent(t *testing.T) {
 	ctx := context.Background()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.RegisterStatusTool(srv, memory.New())
+	idem.RegisterStatusTool(srv, memory.New(nil))
 	cs := connectInMemory(t, srv)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: idem.StatusToolName, Arguments: map[string]any{"tool": "a", "op_id": ""}})
 	if err != nil {

@@ -24,7 +24,7 @@ type added struct {
 // op id, unsafe without one.
 func newServer(runs *int) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(),
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil),
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in note) (*mcp.CallToolResult, added, error) {
 			*runs++
 			id := fmt.Sprintf("n-%d", *runs)

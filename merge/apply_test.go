@@ -42,7 +42,7 @@ func apply(s idem.Store, in Session, opts ...merge.ApplyOption[Session]) (merge.
 }
 
 func TestApplyCreatesAbsentRecord(t *testing.T) {
-	s := memory.New()
+	s := memory.New(nil)
 	// Not its own view: Apply stores rule(in, in), which is.
 	in := Session{ID: "s1", Start: running.Start, Stops: phoneStop.Stops}
 	ch, err := apply(s, in, merge.Describe(func(before, after Session) string { return "described" }))
@@ -59,7 +59,7 @@ func TestApplyCreatesAbsentRecord(t *testing.T) {
 }
 
 func TestApplyUnchangedDoesNotWrite(t *testing.T) {
-	s := memory.New()
+	s := memory.New(nil)
 	if _, err := apply(s, phoneStop); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestApplyUnchangedDoesNotWrite(t *testing.T) {
 }
 
 func TestApplyDefaultSummaryNamesFields(t *testing.T) {
-	s := memory.New()
+	s := memory.New(nil)
 	if _, err := apply(s, laptopStop); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestApplyDefaultSummaryNamesFields(t *testing.T) {
 
 func TestApplyWriteOptions(t *testing.T) {
 	clock := time.Date(2026, 3, 2, 15, 0, 0, 0, time.UTC)
-	s := memory.NewWithOptions(&memory.Options{Now: func() time.Time { return clock }})
+	s := memory.New(&memory.Options{Now: func() time.Time { return clock }})
 	exp := backend.WithExpiry(clock.Add(time.Hour))
 	if _, err := apply(s, laptopStop, merge.Write[Session](exp)); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestApplyWriteIsConditional(t *testing.T) {
 	for _, existing := range []bool{true, false} {
 		t.Run(fmt.Sprintf("existing=%v", existing), func(t *testing.T) {
 			ctx := context.Background()
-			s := memory.New()
+			s := memory.New(nil)
 			if existing {
 				if _, err := apply(s, watchStop); err != nil {
 					t.Fatal(err)
@@ -179,7 +179,7 @@ func TestApplyWriteIsConditional(t *testing.T) {
 }
 
 func TestApplyConcurrentLosesNothing(t *testing.T) {
-	s := memory.New()
+	s := memory.New(nil)
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -212,7 +212,7 @@ func TestApplyConcurrentLosesNothing(t *testing.T) {
 
 func TestApplyBadInputChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	if _, err := apply(s, phoneStop); err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func stopRequest(s Session, opID string, st Stop) Session {
 // stores the same record, byte for byte.
 func Example() {
 	ctx := context.Background()
-	store := memory.New()
+	store := memory.New(nil)
 	key := idem.Key{Collection: "sessions", ID: "s1"}
 	day := func(h, m int) time.Time { return time.Date(2026, 3, 2, h, m, 0, 0, time.UTC) }
 

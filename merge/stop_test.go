@@ -56,7 +56,7 @@ var (
 func deliver(t *testing.T, stops ...Session) ([]merge.Change[Session], json.RawMessage) {
 	t.Helper()
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		return tx.Create(ctx, sessionKey, running)
 	}); err != nil {

@@ -21,7 +21,7 @@ import (
 // from the target.
 func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
 		return sideeffect.Intend(ctx, tx, "post.1", map[string]string{"text": "hi"})
 	}); err != nil {
@@ -71,7 +71,7 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 // client with a Timeout does, is unknown too.
 func TestPostTimingOutOnItsOwnIsUnknown(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	for i, perr := range []error{
 		fmt.Errorf("POST: %w", context.DeadlineExceeded),
 		&url.Error{Op: "Post", URL: "http://127.0.0.1/x", Err: timeoutErr{}},

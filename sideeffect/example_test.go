@@ -14,7 +14,7 @@ import (
 // commit; repeating the write does not post again.
 func Example() {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	post := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		// Send key as the target's idempotency key.
 		fmt.Printf("posting %s\n", payload)
@@ -47,7 +47,7 @@ func Example() {
 // outcome.
 func ExampleRecover() {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		return sideeffect.Intend(ctx, tx, "welcome-mail.u1", map[string]string{"to": "u1"})
 	})

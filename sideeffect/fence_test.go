@@ -21,7 +21,7 @@ func (c *fenceClock) now() time.Time { return time.Unix(0, c.n.Load()) }
 // post fails: A's release must be fenced out while B holds the claim.
 func TestReleaseFencedWhileNewOwnerPosts(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	var clk fenceClock
 	clk.n.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	opts := []sideeffect.Option{sideeffect.Clock(clk.now), sideeffect.Lease(time.Minute)}

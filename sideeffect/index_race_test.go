@@ -43,7 +43,7 @@ func (t *interleaveTx) Create(ctx context.Context, k idem.Key, doc any, opts ...
 // caller's write with ErrExists.
 func TestIntendLosingTheIndexCreateRaceIsRetried(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
+	mem := memory.New(nil)
 	var a, b string
 	for i := 0; b == ""; i++ {
 		k := fmt.Sprintf("post.%d", i)

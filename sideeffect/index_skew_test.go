@@ -68,7 +68,7 @@ func okPost(ctx context.Context, key string, p json.RawMessage) (string, error) 
 // write with ErrNotFound.
 func TestIntendReadSkewIsRetried(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
+	mem := memory.New(nil)
 	keys := keysInShard(3, 200, 480)
 	// Fill page 1 until the next key would not fit.
 	var onPage1 []string
@@ -113,7 +113,7 @@ func TestIntendReadSkewIsRetried(t *testing.T) {
 // over at LeaseUntil plus the grace, by their own clocks.
 func TestClockSteppedBackKeepsThePostInsideTheLease(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
+	mem := memory.New(nil)
 	intend(t, mem, "k")
 	calls := 0
 	ownerClock := func() time.Time {

@@ -122,7 +122,7 @@ func TestIndexBacklogIsPaged(t *testing.T) {
 		docLimit = 20_000
 	)
 	clk := storetest.NewClock(epoch)
-	mem := memory.NewWithOptions(&memory.Options{Now: clk.Now, MaxDocumentBytes: 400_000})
+	mem := memory.New(&memory.Options{Now: clk.Now, MaxDocumentBytes: 400_000})
 	s := &countingStore{Store: mem}
 	ctx := context.Background()
 

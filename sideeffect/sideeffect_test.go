@@ -22,7 +22,7 @@ var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func newStore(t *testing.T) (*memory.Store, *storetest.Clock) {
 	clk := storetest.NewClock(epoch)
-	return memory.NewWithOptions(&memory.Options{Now: clk.Now}), clk
+	return memory.New(&memory.Options{Now: clk.Now}), clk
 }
 
 func opts(clk *storetest.Clock, extra ...sideeffect.Option) []sideeffect.Option {

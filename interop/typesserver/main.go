@@ -120,7 +120,7 @@ func main() {
 	stateless := flag.Bool("stateless", false, "serve streamable HTTP without sessions")
 	flag.Parse()
 
-	var s idem.Store = memory.New()
+	var s idem.Store = memory.New(nil)
 	if *db != "" {
 		ss, err := sqlite.Open(*db, nil)
 		if err != nil {

@@ -2,7 +2,7 @@
 // the semantics every other backend is tested against, and a store for tests
 // and examples. Nothing survives the process.
 //
-//	s := memory.New()
+//	s := memory.New(nil)
 //	err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 //		return tx.Create(ctx, idem.Key{Collection: "posts", ID: "p1"}, post)
 //	})
@@ -57,11 +57,9 @@ type doc struct {
 	expires time.Time
 }
 
-// New returns an empty Store with default options.
-func New() *Store { return NewWithOptions(nil) }
-
-// NewWithOptions returns an empty Store; nil opts means the defaults.
-func NewWithOptions(opts *Options) *Store {
+// New returns an empty Store; nil opts means the defaults. Every store's
+// constructor has this shape: its handle (none here) and *Options.
+func New(opts *Options) *Store {
 	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[backend.Key]*doc)}
 	if opts != nil {
 		if opts.Now != nil {

@@ -13,7 +13,7 @@ import (
 // it saw must be the one stored, and versions only go up.
 func TestVersionSeenForOwnWriteIsTheStoredOne(t *testing.T) {
 	ctx := context.Background()
-	s := memory.New()
+	s := memory.New(nil)
 	k := idem.Key{Collection: "c", ID: "k"}
 	var seen idem.Version
 	attempts := 0

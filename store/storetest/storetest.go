@@ -6,7 +6,7 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
 //			New: func(t *testing.T, now func() time.Time) idem.Store {
-//				return memory.NewWithOptions(&memory.Options{Now: now})
+//				return memory.New(&memory.Options{Now: now})
 //			},
 //			MaxDocumentBytes: 1 << 20,
 //		})
