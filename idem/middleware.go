@@ -214,8 +214,13 @@ func (cl *call[In, Out]) check() *Error {
 	if err := json.Unmarshal(args, &cl.in); err != nil {
 		msg := "the arguments do not match the tool's input"
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			msg = fmt.Sprintf("argument %q cannot be read as %s", te.Field, te.Type)
+		if errors.As(err, &te) {
+			// Only a property the schema names: deeper paths can hold
+			// the caller's map keys.
+			name, _, _ := strings.Cut(te.Field, ".")
+			if _, ok := cl.t.in.schema.Properties[name]; ok {
+				msg = fmt.Sprintf("argument %q cannot be read as %s", name, te.Type)
+			}
 		}
 		return NewError(CodeInvalidArguments, msg)
 	}
