@@ -10,7 +10,7 @@
 //		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 //			id := newID() // server-made: a second run would add a second note
 //			return nil, Added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
-//		}, idem.OpID())
+//		}, idem.RequireOpID())
 //	idem.RegisterStatusTool(srv, store) // get_operation, for unknown outcomes
 //
 // Two kinds of callers, two kinds of keys:
@@ -20,21 +20,24 @@
 //     Tx.Create (create-if-absent) or Tx.Put (replace-by-key): the repeat
 //     writes the same record.
 //   - An app mints an op id before its first attempt and resends it on
-//     retries ([OpID]; the op_id argument or _meta["io.idemkit/op_id"]). The
-//     op id and the handler's result are stored in the same transaction as
-//     its writes, for a TTL; a repeat gets the stored result with
-//     _meta["io.idemkit/replayed"] = true and nothing it does is kept.
+//     retries ([RequireOpID], or [OpID] when it is optional; the op_id
+//     argument or _meta["io.idemkit/op_id"]). The op id and the handler's
+//     result are stored in the same transaction as its writes, for a TTL; a
+//     repeat gets the stored result with _meta["io.idemkit/replayed"] = true
+//     and nothing it does is kept.
 //
-// [AddTool] keeps the tool's metadata honest (idempotentHint only where it
-// holds, descriptions that say which arguments are keys and that op_id is
-// not for models to invent). Refusals are tool results with a code in
-// _meta["io.idemkit/error"] ([Code]) and words that say what to do; they
-// never echo argument values.
+// [AddTool] keeps the tool's metadata honest: idempotentHint only where every
+// repeat of the same arguments has no further effect (keys, or a required op
+// id; an optional op id is not enough), descriptions that say which
+// arguments are keys and who mints op_id, and schemas that strict clients
+// accept. Every error an idemkit tool returns is a tool result with isError
+// set, a [Code] in _meta["io.idemkit/error"] and words that say what to do;
+// it never quotes argument values.
 //
 // Everything is written through [Store] and [Tx], one small transactional
-// document contract implemented by store/memory, store/sqlite and
-// store/postgres and checked by store/storetest. [EventTime] keeps an
-// event's own timestamp; [ResolveTarget] refuses to guess which record a
-// close or delete without an id means; [AfterCommit] runs outbound effects
-// after a real commit only (see package sideeffect).
+// document contract (package idem/backend) implemented by store/memory,
+// store/sqlite and store/postgres and checked by store/storetest. [EventTime]
+// keeps an event's own timestamp; [ResolveTarget] refuses to guess which
+// record a close or delete without an id means; [AfterCommit] runs outbound
+// effects after a real commit only (see package sideeffect).
 package idem

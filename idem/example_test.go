@@ -20,7 +20,7 @@ type Added struct {
 }
 
 // A tool that appends under a server-made id is unsafe to repeat; with an op
-// id minted by the app, the repeat gets the first answer and adds nothing.
+// id minted by the client, the repeat gets the first answer and adds nothing.
 func Example() {
 	ctx := context.Background()
 	store := memory.New(nil) // or the *Store of sqlite.Open(path, nil), postgres.New(pool, nil), ...
@@ -32,7 +32,7 @@ func Example() {
 			n++
 			id := fmt.Sprintf("note-%d", n) // server-made: a second run would add a second note
 			return nil, Added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
-		}, idem.OpID())
+		}, idem.RequireOpID()) // every call carries an op id, so the tool is idempotent
 
 	cs, _ := idemtest.Connect(ctx, srv, nil)
 	args := map[string]any{"text": "buy milk", "op_id": "app-42"}

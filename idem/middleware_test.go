@@ -136,7 +136,7 @@ func FuzzToolCall(f *testing.F) {
 		}
 		res, _, err := h(ctx, req, in)
 		if err != nil {
-			return // a handler error, sent as the SDK sends it
+			t.Fatalf("a protocol error instead of a tool result: %v", err)
 		}
 		if res != nil && res.IsError {
 			code, _ := res.Meta[idem.MetaError].(string)
