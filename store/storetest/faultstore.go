@@ -39,10 +39,7 @@ func (s staleReads) Read(ctx context.Context, k idem.Key, dst any) (idem.Version
 	if k.Collection == oprecord.Collection {
 		return 0, idem.ErrNotFound
 	}
-	if r, ok := readerOf(s.Store); ok {
-		return r.Read(ctx, k, dst)
-	}
-	return 0, errNoReader
+	return readThrough(ctx, s.Store, k, dst)
 }
 
 type staleTx struct{ idem.Tx }
@@ -65,10 +62,13 @@ type unknownCommit struct {
 
 var errLostCommit = errors.New("storetest: connection lost during COMMIT")
 
-// readerOf keeps s's Reader capability visible through a wrapper.
-func readerOf(s idem.Store) (backend.Reader, bool) {
-	r, ok := s.(backend.Reader)
-	return r, ok
+// readThrough reads k through s's Reader, so that a wrapper keeps the
+// capability visible, or answers errNoReader when s has none.
+func readThrough(ctx context.Context, s idem.Store, k idem.Key, dst any) (idem.Version, error) {
+	if r, ok := s.(backend.Reader); ok {
+		return r.Read(ctx, k, dst)
+	}
+	return 0, errNoReader
 }
 
 // errNoReader is what a wrapper's Read answers over a store without one:
@@ -77,10 +77,7 @@ var errNoReader = errors.New("storetest: the wrapped store has no Reader")
 
 // Read passes through, so the Reader path is tested with lost commits too.
 func (s *unknownCommit) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
-	if r, ok := readerOf(s.Store); ok {
-		return r.Read(ctx, k, dst)
-	}
-	return 0, errNoReader
+	return readThrough(ctx, s.Store, k, dst)
 }
 
 func (s *unknownCommit) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
@@ -100,4 +97,33 @@ func (s *unknownCommit) Run(ctx context.Context, fn func(ctx context.Context, tx
 		return fmt.Errorf("%w: %w", idem.ErrUnknownOutcome, errLostCommit)
 	}
 	return err
+}
+
+// gaveUp is a store whose armed Run calls fn once, rolls back what it wrote
+// and gives up as a store does after losing too many races: with an error
+// wrapping ErrConflict.
+type gaveUp struct {
+	idem.Store
+	armed atomic.Bool
+}
+
+var errGaveUp = errors.New("storetest: lost every race")
+
+// Read passes through, so the Reader path is tested too.
+func (s *gaveUp) Read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	return readThrough(ctx, s.Store, k, dst)
+}
+
+func (s *gaveUp) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	if !s.armed.CompareAndSwap(true, false) {
+		return s.Store.Run(ctx, fn)
+	}
+	err := s.Store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		_ = fn(ctx, tx)
+		return errGaveUp
+	})
+	if !errors.Is(err, errGaveUp) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", idem.ErrConflict, errGaveUp)
 }

@@ -5,21 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // runMiddleware runs the middleware suite on the store, and again with its
@@ -61,6 +57,11 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 	t.Run("BadInputRefusedAndWritesNothing", func(t *testing.T) { t.Parallel(); mwBadInputRefusedAndWritesNothing(t, h) })
 	t.Run("KeyedWriteTwice", func(t *testing.T) { t.Parallel(); mwKeyedWriteTwice(t, h) })
 	t.Run("GetOperation", func(t *testing.T) { t.Parallel(); mwGetOperation(t, h) })
+	t.Run("OpRecordOwnedByScope", func(t *testing.T) { t.Parallel(); mwOpRecordOwnedByScope(t, h) })
+	t.Run("HandlerErrorIsNotSaved", func(t *testing.T) { t.Parallel(); mwHandlerErrorIsNotSaved(t, h) })
+	t.Run("SchemaRefusalQuotesNoValue", func(t *testing.T) { t.Parallel(); mwSchemaRefusalQuotesNoValue(t, h) })
+	t.Run("NullOpIDRefused", func(t *testing.T) { t.Parallel(); mwNullOpIDRefused(t, h) })
+	t.Run("ContendedIsNotBusy", func(t *testing.T) { t.Parallel(); mwContendedIsNotBusy(t, h) })
 }
 
 // mwSameOpIDTwice shows that a repeat of an op id, as an argument or in
@@ -222,27 +223,7 @@ func mwKeyReused(t *testing.T, h Harness) {
 // caller's scope.
 func mwScopeOverHTTP(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	users := map[string]string{"tok-alice": "alice", "tok-bob": "bob"}
-	verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
-		u, ok := users[token]
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
-	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, nil)
-	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(handler))
-	t.Cleanup(hs.Close)
-	connect := func(token string) *mcp.ClientSession {
-		hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
-		client := mcp.NewClient(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
-		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hc}, nil)
-		if err != nil {
-			t.Fatalf("connect as %s: %v", token, err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
+	connect := f.serveHTTP(map[string]string{"tok-alice": "alice", "tok-bob": "bob"})
 	alice, bob := connect("tok-alice"), connect("tok-bob")
 	args := map[string]any{"text": "same words", "op_id": "shared-op"}
 	ra := callTool(t, alice, "scoped_note", args, nil)
@@ -573,61 +554,21 @@ func mwUnknownOutcome(t *testing.T, h Harness, committed bool) {
 // after the first finished is a replay.
 func mwBusyWhileFirstRuns(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	started, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	letGo := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(letGo) // never leave the handler stuck, whatever fails
-	var runs atomic.Int64
-	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "slow"}, f.store,
-		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
-			if runs.Add(1) == 1 {
-				close(started)
-				<-release
-			}
-			return nil, noteOut{ID: "slow-1"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "slow-1"}, in)
-		}, idem.OpID(), idem.BusyAfter(50*time.Millisecond), idem.Clock(f.clock.Now))
-	cs := connectTo(t, srv, nil)
+	ht := newHeldTool(t, f, 50*time.Millisecond)
 	args := map[string]any{"text": "x", "op_id": "op-slow"}
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	first := make(chan answer, 1)
-	go func() {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: args})
-		first <- answer{res, err}
-	}()
-	select {
-	case <-started:
-	case a := <-first:
-		t.Fatalf("the first call ended before its handler ran: %v", a.err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first call's handler did not start")
-	}
+	first := ht.holdFirst(t, args)
 	// The duplicate must be refused while the first runs, not wait for
 	// it: run it with a bound, and release the first either way.
-	dup := make(chan answer, 1)
-	go func() {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: args})
-		dup <- answer{res, err}
-	}()
-	var r answer
-	select {
-	case r = <-dup:
-	case <-time.After(5 * time.Second):
-		letGo()
-		t.Fatal("the duplicate waited for the first call instead of being refused with busy")
-	}
-	letGo()
+	r := ht.await(t, ht.send(args), "the duplicate waited for the first call instead of being refused with busy")
+	ht.release()
 	if r.err != nil || errCode(r.res) != string(idem.CodeBusy) || r.res.Meta[idem.MetaOpID] != "op-slow" {
 		t.Errorf("duplicate during the first run: %v, code %q, want busy with the op id", r.err, errCode(r.res))
 	}
 	if a := <-first; a.err != nil || a.res == nil || a.res.IsError {
 		t.Fatalf("first call failed: %v", a.err)
 	}
-	if r := callTool(t, cs, "slow", args, nil); !replayed(r) || runs.Load() != 1 {
-		t.Errorf("after the first finished: replayed=%v runs=%d", replayed(r), runs.Load())
+	if r := callTool(t, ht.cs, "slow", args, nil); !replayed(r) || ht.runs.Load() != 1 {
+		t.Errorf("after the first finished: replayed=%v runs=%d", replayed(r), ht.runs.Load())
 	}
 }
 
@@ -683,6 +624,225 @@ func mwDifferentOpsOnOneRecordLoseNothing(t *testing.T, h Harness) {
 	})
 	if err != nil || got.N != n || len(got.Ops) != n {
 		t.Errorf("counter after %d different operations and their repeats: %+v, %v", n, got, err)
+	}
+}
+
+// mwOpRecordOwnedByScope shows that a call with an op id from an
+// authenticated caller stores its op record under the caller's scope as the
+// key's Owner (escaped where the scope holds characters an owner may not),
+// and that the same op id from another scope is another record.
+func mwOpRecordOwnedByScope(t *testing.T, h Harness) {
+	f := newMWFixture(t, h)
+	connect := f.serveHTTP(map[string]string{"tok-alice": "alice", "tok-org": "org/bob%"})
+	args := map[string]any{"text": "mine", "op_id": "owned-op"}
+	ra := callTool(t, connect("tok-alice"), "scoped_note", args, nil)
+	rb := callTool(t, connect("tok-org"), "scoped_note", args, nil)
+	if ra.IsError || rb.IsError {
+		t.Fatalf("calls failed: %q / %q", resultText(ra), resultText(rb))
+	}
+	if noteID(t, ra) == noteID(t, rb) {
+		t.Fatalf("two scopes got one answer (%s)", noteID(t, ra))
+	}
+	cases := []struct{ scope, owner, note string }{
+		{"alice", "alice", noteID(t, ra)},
+		{"org/bob%", "org%2Fbob%25", noteID(t, rb)},
+	}
+	var keys []idem.Key
+	for _, c := range cases {
+		k := oprecord.Key(c.scope, "scoped_note", "owned-op")
+		if k.Owner != c.owner {
+			t.Errorf("op record key of scope %q has Owner %q, want %q", c.scope, k.Owner, c.owner)
+		}
+		keys = append(keys, k)
+		var rec oprecord.Record
+		err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			_, err := tx.Get(ctx, k, &rec)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("op record of scope %q under %s: %v", c.scope, k, err)
+		}
+		var out noteOut
+		if err := json.Unmarshal(rec.StructuredOutput(), &out); err != nil || rec.Scope != c.scope || rec.OpID != "owned-op" || out.ID != c.note {
+			t.Errorf("op record under %s: scope %q, op id %q, output %s; want %q, owned-op, note %s",
+				k, rec.Scope, rec.OpID, rec.StructuredOutput(), c.scope, c.note)
+		}
+		// Only under its owner: not under the same id without one.
+		err = f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+			_, err := tx.Get(ctx, idem.Key{Collection: k.Collection, ID: k.ID}, nil)
+			return err
+		})
+		if !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("op record of scope %q is also stored without an owner: %v", c.scope, err)
+		}
+	}
+	if keys[0] == keys[1] {
+		t.Errorf("two scopes' op records share the key %s", keys[0])
+	}
+}
+
+// mwHandlerErrorIsNotSaved shows how a failing handler is answered: an
+// error or an IsError result with code not_saved and the handler's own
+// words, a code the handler chose kept, a panic as internal without its
+// value; nothing is committed, and a retry runs the handler again.
+func mwHandlerErrorIsNotSaved(t *testing.T, h Harness) {
+	cases := []struct {
+		mode string
+		code idem.Code
+		text string
+	}{
+		{failError, idem.CodeNotSaved, "handler failed"},
+		{failIsError, idem.CodeNotSaved, "tool failed"},
+		{failIsErrorCoded, handlerCode, "tool failed with a code"},
+		{failCoded, handlerCode, "handler refused"},
+		{failPanic, idem.CodeInternal, "nothing was saved"},
+	}
+	for _, c := range cases {
+		f := newMWFixture(t, h)
+		cs := f.connect(nil)
+		f.fail.Store(c.mode)
+		for i, call := range []struct {
+			args map[string]any
+			meta mcp.Meta
+		}{
+			{map[string]any{"text": "x"}, nil},
+			{map[string]any{"text": "x", "op_id": "op-fail"}, nil},
+			{map[string]any{"text": "x"}, mcp.Meta{idem.MetaOpID: "op-fail"}},
+		} {
+			r := callTool(t, cs, "add_note", call.args, call.meta)
+			if !r.IsError || errCode(r) != string(c.code) || !strings.Contains(resultText(r), c.text) {
+				t.Errorf("%s, call %d: IsError=%v code %q text %q; want code %s and %q", c.mode, i, r.IsError, errCode(r), resultText(r), c.code, c.text)
+			}
+			if c.mode == failPanic && strings.Contains(resultText(r), "panicked") {
+				t.Errorf("panic: the answer tells the panic's value: %q", resultText(r))
+			}
+			if replayed(r) {
+				t.Errorf("%s, call %d: a failed call was answered as a replay", c.mode, i)
+			}
+			if got := f.execs.Load(); got != int64(i+1) {
+				t.Errorf("%s, call %d: handler ran %d times, want %d: every retry runs again", c.mode, i, got, i+1)
+			}
+		}
+		if n := f.committedNotes(); n != 0 || f.opRecord("", "add_note", "op-fail") != nil || f.hooks.Load() != 0 {
+			t.Errorf("%s: failed calls committed: %d notes, op record %v, %d hooks", c.mode, n, f.opRecord("", "add_note", "op-fail") != nil, f.hooks.Load())
+		}
+		f.fail.Store("")
+		if r := callTool(t, cs, "add_note", map[string]any{"text": "x", "op_id": "op-fail"}, nil); r.IsError || replayed(r) || f.committedNotes() != 1 {
+			t.Errorf("%s: retry once the handler works: IsError=%v replayed=%v, %d notes; want a fresh commit", c.mode, r.IsError, replayed(r), f.committedNotes())
+		}
+	}
+}
+
+// mwSchemaRefusalQuotesNoValue shows that a call whose argument has the
+// wrong type is refused with invalid_arguments naming the argument, that the
+// value appears nowhere in the answer, and that nothing ran or was written.
+func mwSchemaRefusalQuotesNoValue(t *testing.T, h Harness) {
+	f := newMWFixture(t, h)
+	cs := f.connect(nil)
+	for _, args := range []map[string]any{
+		{"text": "x", "priority": secret},
+		{"text": "x", "priority": secret, "op_id": "op-schema"},
+		{"text": "x", "priority": map[string]any{"v": secret}, "op_id": "op-schema"},
+	} {
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_note", Arguments: args})
+		if err != nil {
+			t.Fatalf("%v: protocol error %v, want a tool result", args["op_id"], err)
+		}
+		if !r.IsError || errCode(r) != string(idem.CodeInvalidArguments) || !strings.Contains(resultText(r), `"priority"`) {
+			t.Errorf("wrong type: IsError=%v code %q text %q; want invalid_arguments naming \"priority\"", r.IsError, errCode(r), resultText(r))
+		}
+		if b, _ := json.Marshal(r); strings.Contains(string(b), secret) {
+			t.Errorf("the refusal quotes the value: %s", b)
+		}
+	}
+	if got := f.execs.Load(); got != 0 {
+		t.Errorf("handler ran %d times for refused calls", got)
+	}
+	f.mustNotWrite("op-schema")
+	// The same tool takes the argument with its type.
+	if r := callTool(t, cs, "add_note", map[string]any{"text": "x", "priority": 3, "op_id": "op-schema"}, nil); r.IsError {
+		t.Errorf("a call with an integer priority: %s", resultText(r))
+	}
+}
+
+// mwNullOpIDRefused shows that an op id that is present but not a string
+// (null, a number, an object), as an argument or in _meta, is refused with
+// invalid_op_id, quotes nothing, and runs nothing: the caller meant to be
+// protected and is not run without it.
+func mwNullOpIDRefused(t *testing.T, h Harness) {
+	f := newMWFixture(t, h)
+	cs := f.connect(nil)
+	cases := []struct {
+		name string
+		args map[string]any
+		meta mcp.Meta
+	}{
+		{"null", map[string]any{"text": "x", "op_id": nil}, nil},
+		{"number", map[string]any{"text": "x", "op_id": 7}, nil},
+		{"object", map[string]any{"text": "x", "op_id": map[string]any{"v": secret}}, nil},
+		{"null in _meta", map[string]any{"text": "x"}, mcp.Meta{idem.MetaOpID: nil}},
+		{"number in _meta", map[string]any{"text": "x"}, mcp.Meta{idem.MetaOpID: 7}},
+		{"object in _meta", map[string]any{"text": "x"}, mcp.Meta{idem.MetaOpID: map[string]any{"v": secret}}},
+	}
+	for _, c := range cases {
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_note", Arguments: c.args, Meta: c.meta})
+		if err != nil {
+			t.Fatalf("%s: protocol error %v, want a tool result", c.name, err)
+		}
+		if !r.IsError || errCode(r) != string(idem.CodeInvalidOpID) {
+			t.Errorf("%s: IsError=%v code %q (%s), want invalid_op_id", c.name, r.IsError, errCode(r), resultText(r))
+		}
+		if b, _ := json.Marshal(r); strings.Contains(string(b), secret) {
+			t.Errorf("%s: the refusal quotes the op id: %s", c.name, b)
+		}
+	}
+	if got := f.execs.Load(); got != 0 {
+		t.Errorf("handler ran %d times for refused calls", got)
+	}
+	f.mustNotWrite("")
+}
+
+// mwContendedIsNotBusy shows that a store giving up on a transaction that
+// lost too many races is answered contended with the op id, nothing saved,
+// and that a retry then commits; and that busy is kept for a call that
+// waited BusyAfter for another call with the same op id.
+func mwContendedIsNotBusy(t *testing.T, h Harness) {
+	f := newMWFixture(t, h)
+	gs := &gaveUp{Store: f.store}
+	f.store = gs
+	cs := connectTo(t, f.newServer(), nil)
+	args := map[string]any{"text": secret, "op_id": "op-contended"}
+	gs.armed.Store(true)
+	r := callTool(t, cs, "add_note", args, nil)
+	if errCode(r) != string(idem.CodeContended) || r.Meta[idem.MetaOpID] != "op-contended" {
+		t.Fatalf("a store that gave up: code %q op id %v (%s), want contended with the op id", errCode(r), r.Meta[idem.MetaOpID], resultText(r))
+	}
+	if strings.Contains(resultText(r), secret) || strings.Contains(resultText(r), errGaveUp.Error()) {
+		t.Errorf("contended leaks arguments or the store's error: %q", resultText(r))
+	}
+	if f.execs.Load() != 1 || f.committedNotes() != 0 || f.hooks.Load() != 0 || f.opRecord("", "add_note", "op-contended") != nil {
+		t.Fatalf("contended call: %d runs, %d notes, %d hooks; want 1 run and nothing saved", f.execs.Load(), f.committedNotes(), f.hooks.Load())
+	}
+	if r := callTool(t, cs, "add_note", args, nil); r.IsError || replayed(r) || f.committedNotes() != 1 {
+		t.Errorf("retry after contended: %s, replayed=%v, %d notes; want a fresh commit", resultText(r), replayed(r), f.committedNotes())
+	}
+
+	const busyAfter = 100 * time.Millisecond
+	ht := newHeldTool(t, f, busyAfter)
+	held := map[string]any{"text": "x", "op_id": "op-held"}
+	first := ht.holdFirst(t, held)
+	began := time.Now()
+	d := ht.await(t, ht.send(held), "the duplicate was not refused while the first call ran")
+	waited := time.Since(began)
+	ht.release()
+	if d.err != nil || errCode(d.res) != string(idem.CodeBusy) || d.res.Meta[idem.MetaOpID] != "op-held" {
+		t.Errorf("duplicate of a running call: %v, code %q, want busy with the op id", d.err, errCode(d.res))
+	}
+	if waited < busyAfter {
+		t.Errorf("the duplicate was refused after %v, before BusyAfter (%v)", waited, busyAfter)
+	}
+	if a := <-first; a.err != nil || a.res == nil || a.res.IsError {
+		t.Fatalf("first call failed: %v", a.err)
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -36,12 +38,25 @@ type mwFixture struct {
 	execs    atomic.Int64 // add_note handler runs
 	statuses atomic.Int64 // set_status handler runs
 	hooks    atomic.Int64 // add_note AfterCommit hooks run
-	fail     atomic.Value // string: "", "error", "iserror", "panic": how add_note fails
+	fail     atomic.Value // string: "" or a failMode: how add_note fails
 }
 
 type noteIn struct {
-	Text string `json:"text"`
+	Text     string `json:"text"`
+	Priority int    `json:"priority,omitempty"`
 }
+
+// The ways add_note fails, set in mwFixture.fail.
+const (
+	failError        = "error"         // it returns an error
+	failIsError      = "iserror"       // it returns an IsError result
+	failIsErrorCoded = "iserror-coded" // it returns an IsError result with a code of its own
+	failCoded        = "coded"         // it returns an *idem.Error
+	failPanic        = "panic"         // it panics
+)
+
+// handlerCode is the code add_note gives its own errors.
+const handlerCode = idem.CodeEventBeforeStart
 
 type noteOut struct {
 	ID string `json:"id"`
@@ -95,11 +110,16 @@ func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRe
 		return nil, noteOut{}, errors.New("AfterCommit: no transaction in the handler's context")
 	}
 	switch f.fail.Load().(string) {
-	case "error":
+	case failError:
 		return nil, noteOut{}, errors.New("handler failed")
-	case "iserror":
+	case failIsError:
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "tool failed"}}}, noteOut{}, nil
-	case "panic":
+	case failIsErrorCoded:
+		return &mcp.CallToolResult{IsError: true, Meta: mcp.Meta{idem.MetaError: string(handlerCode)},
+			Content: []mcp.Content{&mcp.TextContent{Text: "tool failed with a code"}}}, noteOut{}, nil
+	case failCoded:
+		return nil, noteOut{}, idem.NewError(handlerCode, "handler refused")
+	case failPanic:
 		panic("handler panicked")
 	}
 	return nil, noteOut{ID: noteKey(n).ID, N: n}, nil
@@ -186,6 +206,22 @@ func (f *mwFixture) committedNotes() int {
 	return n
 }
 
+// mustNotWrite fails the test if a note, or the op record of opID (when not
+// empty), exists.
+func (f *mwFixture) mustNotWrite(opID string) {
+	f.t.Helper()
+	err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
+		_, err := tx.Get(ctx, noteKey(1), nil)
+		return err
+	})
+	if !errors.Is(err, idem.ErrNotFound) {
+		f.t.Errorf("a refused call wrote %s: %v", noteKey(1), err)
+	}
+	if opID != "" && f.opRecord("", "add_note", opID) != nil {
+		f.t.Errorf("a refused call stored the op record of %s", opID)
+	}
+}
+
 func (f *mwFixture) opRecord(scope, tool, opID string) *oprecord.Record {
 	f.t.Helper()
 	rec, err := oprecord.Lookup(context.Background(), f.store, scope, tool, opID)
@@ -244,6 +280,109 @@ func noteID(t *testing.T, res *mcp.CallToolResult) string {
 		t.Fatalf("result has no note id: %s", b)
 	}
 	return out.ID
+}
+
+// heldTool is a server with one tool, slow, whose handler holds its first
+// call until released, over f's store; a call with the same op id waits at
+// most busyAfter for it.
+type heldTool struct {
+	cs      *mcp.ClientSession
+	runs    atomic.Int64 // handler runs
+	started chan struct{}
+	release func() // lets the first call go; safe to call again
+}
+
+// callAnswer is what a call sent in the background got.
+type callAnswer struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+func newHeldTool(t *testing.T, f *mwFixture, busyAfter time.Duration) *heldTool {
+	t.Helper()
+	release := make(chan struct{})
+	var once sync.Once
+	ht := &heldTool{started: make(chan struct{}), release: func() { once.Do(func() { close(release) }) }}
+	t.Cleanup(ht.release) // never leave the handler stuck, whatever fails
+	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "slow"}, f.store,
+		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+			if ht.runs.Add(1) == 1 {
+				close(ht.started)
+				<-release
+			}
+			return nil, noteOut{ID: "slow-1"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "slow-1"}, in)
+		}, idem.OpID(), idem.BusyAfter(busyAfter), idem.Clock(f.clock.Now))
+	ht.cs = connectTo(t, srv, nil)
+	return ht
+}
+
+// send calls slow with args in the background.
+func (ht *heldTool) send(args map[string]any) <-chan callAnswer {
+	ch := make(chan callAnswer, 1)
+	go func() {
+		res, err := ht.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow", Arguments: args})
+		ch <- callAnswer{res, err}
+	}()
+	return ch
+}
+
+// holdFirst sends args and returns once the handler holds the call, with
+// the channel its answer will come on.
+func (ht *heldTool) holdFirst(t *testing.T, args map[string]any) <-chan callAnswer {
+	t.Helper()
+	first := ht.send(args)
+	select {
+	case <-ht.started:
+	case a := <-first:
+		t.Fatalf("the first call ended before its handler ran: %v", a.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first call's handler did not start")
+	}
+	return first
+}
+
+// await returns the answer on ch, or releases the first call and fails the
+// test with msg if none comes within 5 s.
+func (ht *heldTool) await(t *testing.T, ch <-chan callAnswer, msg string) callAnswer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(5 * time.Second):
+		ht.release()
+		t.Fatal(msg)
+	}
+	return callAnswer{}
+}
+
+// serveHTTP serves f's server over streamable HTTP behind bearer tokens,
+// users mapping each token to the user id its caller gets, and returns a
+// function that connects a client with a token.
+func (f *mwFixture) serveHTTP(users map[string]string) func(token string) *mcp.ClientSession {
+	t := f.t
+	t.Helper()
+	verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
+		u, ok := users[token]
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, nil)
+	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(handler))
+	t.Cleanup(hs.Close)
+	return func(token string) *mcp.ClientSession {
+		t.Helper()
+		hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		client := mcp.NewClient(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hc}, nil)
+		if err != nil {
+			t.Fatalf("connect as %s: %v", token, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
 }
 
 // bearer adds an Authorization header to every request.
