@@ -154,6 +154,7 @@ func runContract(t *testing.T, h Harness) {
 	t.Run("VersionsNeverRepeat", func(t *testing.T) { t.Parallel(); testVersionsNeverRepeat(t, h) })
 	t.Run("WrappedSentinels", func(t *testing.T) { t.Parallel(); testWrappedSentinels(t, h) })
 	t.Run("InvalidKey", func(t *testing.T) { t.Parallel(); testInvalidKey(t, h) })
+	t.Run("Owner", func(t *testing.T) { t.Parallel(); testOwner(t, h) })
 	t.Run("MarshalError", func(t *testing.T) { t.Parallel(); testMarshalError(t, h) })
 	t.Run("ConcurrentCreate", func(t *testing.T) { t.Parallel(); testConcurrentCreate(t, h) })
 	t.Run("ConcurrentUpdate", func(t *testing.T) { t.Parallel(); testConcurrentUpdate(t, h) })
@@ -363,19 +364,7 @@ func testInvalidKey(t *testing.T, h Harness) {
 		if err := tc.k.Validate(); !errors.Is(err, backend.ErrInvalidKey) {
 			t.Fatalf("%s: the test's key is valid (%v)", tc.name, err)
 		}
-		ops := []struct {
-			op string
-			fn func(ctx context.Context, tx idem.Tx) error
-		}{
-			{"Get", func(ctx context.Context, tx idem.Tx) error { _, err := tx.Get(ctx, tc.k, nil); return err }},
-			{"Create", func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, tc.k, contractDoc{N: 1}) }},
-			{"Put", func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, tc.k, contractDoc{N: 1}) }},
-			{"Update", func(ctx context.Context, tx idem.Tx) error { return tx.Update(ctx, tc.k, 1, contractDoc{N: 1}) }},
-			{"Delete", func(ctx context.Context, tx idem.Tx) error { return tx.Delete(ctx, tc.k, 0) }},
-		}
-		for _, o := range ops {
-			wantErr(t, tc.name+": "+o.op, c.op(o.fn), backend.ErrInvalidKey)
-		}
+		c.wantInvalid(tc.name, tc.k)
 		for _, n := range tc.near {
 			if n.Validate() != nil {
 				t.Fatalf("%s: near key %q is invalid", tc.name, n)
@@ -392,6 +381,157 @@ func testInvalidKey(t *testing.T, h Harness) {
 		t.Fatalf("Get(ok) = %+v, want N=2", d)
 	}
 	c.mustAbsent(ckey("a"))
+}
+
+// wantInvalid fails the test unless every Tx method refuses k with an error
+// wrapping ErrInvalidKey.
+func (c *contract) wantInvalid(name string, k idem.Key) {
+	c.t.Helper()
+	ops := []struct {
+		op string
+		fn func(ctx context.Context, tx idem.Tx) error
+	}{
+		{"Get", func(ctx context.Context, tx idem.Tx) error { _, err := tx.Get(ctx, k, nil); return err }},
+		{"Create", func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, k, contractDoc{N: 1}) }},
+		{"Put", func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, k, contractDoc{N: 1}) }},
+		{"Update", func(ctx context.Context, tx idem.Tx) error { return tx.Update(ctx, k, 1, contractDoc{N: 1}) }},
+		{"Delete", func(ctx context.Context, tx idem.Tx) error { return tx.Delete(ctx, k, 0) }},
+	}
+	for _, o := range ops {
+		wantErr(c.t, name+": "+o.op, c.op(o.fn), backend.ErrInvalidKey)
+	}
+}
+
+// keyedDoc is a document and the key it is stored under.
+type keyedDoc struct {
+	k idem.Key
+	d contractDoc
+}
+
+// testOwner shows that a key's Owner is part of its identity: keys that
+// differ only in Owner are different documents through every Tx method and
+// through Reader.Read, and an owner that fails validation is refused on
+// every Tx method before anything is written.
+func testOwner(t *testing.T, h Harness) {
+	c := newContract(t, h)
+	alice := idem.Key{Owner: "alice", Collection: "contract", ID: "o"}
+	bob := idem.Key{Owner: "bob", Collection: "contract", ID: "o"}
+	none := ckey("o")
+	docs := []keyedDoc{
+		{alice, contractDoc{N: 1, S: "alice"}},
+		{bob, contractDoc{N: 2, S: "bob"}},
+		{none, contractDoc{N: 3, S: "none"}},
+		{idem.Key{Owner: "Alice", Collection: "contract", ID: "o"}, contractDoc{N: 4, S: "Alice"}},
+		// A backend joining owner and id with a separator other than '/'
+		// would store these two under one key.
+		{idem.Key{Owner: "a:b", Collection: "contract", ID: "c"}, contractDoc{N: 5}},
+		{idem.Key{Owner: "a", Collection: "contract", ID: "b:c"}, contractDoc{N: 6}},
+		{idem.Key{Owner: "a.b", Collection: "contract", ID: "c"}, contractDoc{N: 7}},
+		{idem.Key{Owner: "a", Collection: "contract", ID: "b.c"}, contractDoc{N: 8}},
+	}
+	for _, e := range docs {
+		wantErr(t, "Create "+e.k.String(), c.create(e.k, e.d), nil)
+	}
+	wantAll := func(when string) {
+		t.Helper()
+		for _, e := range docs {
+			if got, _ := c.mustGet(e.k); got != e.d {
+				t.Fatalf("%s: Get(%s) = %+v, want %+v", when, e.k, got, e.d)
+			}
+		}
+	}
+	wantAll("after creating each owner's document")
+
+	// An owned key round-trips through every Tx method, touching only its
+	// own document.
+	wantErr(t, "Put alice", c.put(alice, contractDoc{N: 11, S: "alice"}), nil)
+	docs[0].d = contractDoc{N: 11, S: "alice"}
+	wantAll("after Put of alice's")
+	_, v := c.mustGet(alice)
+	_, vb := c.mustGet(bob)
+	wantErr(t, "Update alice", c.update(alice, v, contractDoc{N: 12, S: "alice"}), nil)
+	docs[0].d = contractDoc{N: 12, S: "alice"}
+	wantAll("after Update of alice's")
+	wantErr(t, "Update alice at a stale version", c.update(alice, v, contractDoc{N: 13}), idem.ErrConflict)
+	wantErr(t, "Update bob at his version", c.update(bob, vb, contractDoc{N: 22, S: "bob"}), nil)
+	docs[1].d = contractDoc{N: 22, S: "bob"}
+	wantAll("after Update of bob's")
+	wantErr(t, "Create alice again", c.create(alice, contractDoc{N: 14}), idem.ErrExists)
+	_, v = c.mustGet(alice)
+	wantErr(t, "Delete alice", c.delete(alice, v), nil)
+	c.mustAbsent(alice)
+	docs = docs[1:]
+	wantAll("after Delete of alice's")
+	wantErr(t, "Delete alice again", c.delete(alice, 0), idem.ErrNotFound)
+	wantErr(t, "Update alice after Delete", c.update(alice, v, contractDoc{N: 15}), idem.ErrNotFound)
+
+	// One transaction keeps owners apart in its own writes too.
+	c.run(func(ctx context.Context, tx idem.Tx) error {
+		if err := tx.Create(ctx, alice, contractDoc{N: 31, S: "alice"}); err != nil {
+			return err
+		}
+		if err := tx.Put(ctx, bob, contractDoc{N: 32, S: "bob"}); err != nil {
+			return err
+		}
+		var a, b, n contractDoc
+		for _, r := range []struct {
+			k   idem.Key
+			dst *contractDoc
+		}{{alice, &a}, {bob, &b}, {none, &n}} {
+			if _, err := tx.Get(ctx, r.k, r.dst); err != nil {
+				return fmt.Errorf("Get(%s) in the writing transaction: %w", r.k, err)
+			}
+		}
+		if a.N != 31 || b.N != 32 || n.N != 3 {
+			return fmt.Errorf("in the writing transaction: alice %+v, bob %+v, no owner %+v; want 31, 32, 3", a, b, n)
+		}
+		return nil
+	})
+	docs[0].d = contractDoc{N: 32, S: "bob"}
+	docs = append(docs, keyedDoc{alice, contractDoc{N: 31, S: "alice"}})
+	wantAll("after one transaction wrote two owners' documents")
+
+	if r, ok := c.s.(backend.Reader); ok {
+		for _, e := range docs {
+			var got contractDoc
+			if _, err := r.Read(t.Context(), e.k, &got); err != nil || got != e.d {
+				t.Fatalf("Read(%s) = %+v, %v; want %+v", e.k, got, err, e.d)
+			}
+		}
+		if _, err := r.Read(t.Context(), idem.Key{Owner: "carol", Collection: "contract", ID: "o"}, nil); !errors.Is(err, idem.ErrNotFound) {
+			t.Fatalf("Read of an owner with no document: %v, want ErrNotFound", err)
+		}
+	}
+
+	long := strings.Repeat("x", 513)
+	bad := []struct {
+		name  string
+		owner string
+		near  []string // valid owners a sloppy backend might write instead
+	}{
+		{"slash in owner", "a/b", []string{"a", "b", "ab"}},
+		{"control character in owner", "a\nb", []string{"a", "ab"}},
+		{"NUL in owner", "a\x00b", []string{"a", "ab"}},
+		{"DEL in owner", "a\x7fb", []string{"ab"}},
+		{"long owner", long, []string{long[:512]}},
+		{"invalid UTF-8 owner", "a\xffb", []string{"ab", "a\uFFFDb"}},
+	}
+	for _, tc := range bad {
+		k := idem.Key{Owner: tc.owner, Collection: "contract", ID: "o"}
+		if err := k.Validate(); !errors.Is(err, backend.ErrInvalidKey) {
+			t.Fatalf("%s: the test's key is valid (%v)", tc.name, err)
+		}
+		c.wantInvalid(tc.name, k)
+		if r, ok := c.s.(backend.Reader); ok {
+			if _, err := r.Read(t.Context(), k, nil); !errors.Is(err, backend.ErrInvalidKey) {
+				t.Fatalf("%s: Read: %v, want ErrInvalidKey", tc.name, err)
+			}
+		}
+		for _, n := range tc.near {
+			c.mustAbsent(idem.Key{Owner: n, Collection: "contract", ID: "o"})
+		}
+	}
+	wantAll("after writes under invalid owners")
 }
 
 func testMarshalError(t *testing.T, h Harness) {
