@@ -44,7 +44,7 @@ func BenchmarkMiddleware(b *testing.B) {
 			write := func(ctx context.Context, tx idem.Tx, in Note) error {
 				return tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprintf("%s-%d", name, benchSeq.Add(1))}, in)
 			}
-			h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+			h := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 				return nil, Added{ID: "x"}, write(ctx, tx, in)
 			}, idem.OpID())
 			in := Note{Text: "hello"}

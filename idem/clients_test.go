@@ -250,7 +250,7 @@ func TestEveryErrorHasACodeAndNoValue(t *testing.T) {
 		case "result":
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the month is closed"}}}, nil, nil
 		case "coded":
-			return nil, nil, idem.NewError(idem.CodeEventBeforeStart, "too early")
+			return nil, nil, &idem.Error{Code: idem.CodeEventBeforeStart, Message: "too early"}
 		}
 		return nil, nil, tx.Put(ctx, idem.Key{Collection: "expenses", ID: in.Month}, in)
 	}, idem.Keys("month"), idem.OpID())
@@ -326,4 +326,23 @@ func textOf(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// The input schema's defaults reach the handler, as the SDK applies them.
+func TestSchemaDefaultsApplied(t *testing.T) {
+	raw := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"size":{"type":"integer","default":7}},"required":["id"]}`)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	var got map[string]any
+	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
+		got = in
+		return nil, nil, nil
+	}, idem.Keys("id"))
+	cs := connectInMemory(t, srv)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "x", Arguments: map[string]any{"id": "a"}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %s", err, mustJSON(res))
+	}
+	if got["size"] != float64(7) {
+		t.Errorf("handler got %v, want the default size 7", got)
+	}
 }

@@ -51,8 +51,11 @@ const (
 )
 
 // Error is the error the middleware reports to callers, and that a handler
-// returns to refuse a call with a code of its own choosing. Its Message is
-// sent to the caller: it must never hold argument values.
+// returns to refuse a call with a code of its own choosing:
+//
+//	return nil, out, &idem.Error{Code: idem.CodeEventBeforeStart, Message: "the stop is before the session began"}
+//
+// Its Message is sent to the caller: it must never hold argument values.
 type Error struct {
 	Code    Code
 	Message string
@@ -77,9 +80,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("idem: %s: %s", e.Code, e.Message)
 }
 
-// NewError returns an *Error with the given code and message. The message
-// must not hold argument values.
-func NewError(c Code, msg string) *Error { return &Error{Code: c, Message: msg} }
+func newError(c Code, msg string) *Error { return &Error{Code: c, Message: msg} }
 
 // CodeOf returns the code of the first *Error in err's chain, or
 // CodeInternal if there is none. CodeOf(nil) is "".

@@ -29,7 +29,7 @@ func EventTime(at, start, now time.Time, skew time.Duration) (time.Time, error) 
 	}
 	if !start.IsZero() && at.Before(start) {
 		if at.Before(start.Add(-skew)) {
-			return time.Time{}, NewError(CodeEventBeforeStart, "the event's time is before the record started; check the device clock or the record id")
+			return time.Time{}, newError(CodeEventBeforeStart, "the event's time is before the record started; check the device clock or the record id")
 		}
 		at = start
 	}

@@ -23,11 +23,11 @@ var (
 	}
 )
 
-// Tool wraps h as AddTool does and returns its handler as a function the
-// tests call directly, without a transport. The handler reads the call's
+// DirectTool wraps h as AddTool does and returns its handler as a function
+// the tests call directly, without a transport. The handler reads the call's
 // arguments from req; in is not used, and the typed output is not returned
 // (it is in the result's structured content).
-func Tool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
+func DirectTool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
 	t, err := newTool(&mcp.Tool{Name: "tool"}, newConfig(opts), s, h)
 	if err != nil { // an In such as json.RawMessage: any object
 		t, err = newTool(&mcp.Tool{Name: "tool", InputSchema: &jsonschema.Schema{Type: "object"}}, newConfig(opts), s, h)

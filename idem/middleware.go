@@ -79,7 +79,7 @@ func (o output) encode(out any) (json.RawMessage, error) {
 // never a protocol error.
 func (t *tool[In, Out]) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if req == nil || req.Params == nil {
-		return refusal(NewError(CodeInternal, "no tool call request")), nil
+		return refusal(newError(CodeInternal, "no tool call request")), nil
 	}
 	cl := &call[In, Out]{t: t, c: t.c, req: req, tool: req.Params.Name}
 	a, err := cl.serve(ctx)
@@ -157,7 +157,7 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
 	}
 	if cl.opID == "" {
 		if cl.c.requireScope && cl.c.scope(ctx, cl.req) == "" {
-			return nil, NewError(CodeScopeRequired, "this tool needs an authenticated caller")
+			return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
 		}
 		return cl.runPlain(ctx)
 	}
@@ -175,7 +175,7 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
 		if errors.Is(err, errBusy) {
 			return nil, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}
 		}
-		return nil, NewError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
+		return nil, newError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
 	defer release()
 	return cl.runOp(ctx)
@@ -201,7 +201,7 @@ func (cl *call[In, Out]) check() *Error {
 		cl.opID = id
 	}
 	if cl.c.requireOpID && cl.opID == "" && (named != nil || err == nil) {
-		return NewError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
+		return newError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
 	}
 	if named != nil {
 		if refused := checkKeys(named, cl.c.keys); refused != nil {
@@ -222,7 +222,7 @@ func (cl *call[In, Out]) check() *Error {
 				msg = fmt.Sprintf("argument %q cannot be read as %s", name, te.Type)
 			}
 		}
-		return NewError(CodeInvalidArguments, msg)
+		return newError(CodeInvalidArguments, msg)
 	}
 	return nil
 }
@@ -385,7 +385,7 @@ func (cl *call[In, Out]) replay(ctx context.Context, rec *oprecord.Record, cause
 	if !cl.sameArgs(rec) {
 		cl.event(ctx, "key_reused", nil)
 		cl.c.logger.LogAttrs(ctx, slog.LevelWarn, "idem: op id reused with other arguments", cl.attrs()...)
-		return nil, NewError(CodeKeyReused, keyReusedMessage)
+		return nil, newError(CodeKeyReused, keyReusedMessage)
 	}
 	res, err := decodeResult(rec)
 	if err != nil {
@@ -502,12 +502,12 @@ func (cl *call[In, Out]) finish(ctx context.Context, a *answer, hooks *afterComm
 		var p *panicError
 		if errors.As(err, &p) {
 			cl.logPanic(ctx, p)
-			return nil, NewError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry")
+			return nil, newError(CodeInternal, "the tool failed and nothing was saved; it is safe to retry")
 		}
 		if errors.As(err, &e) {
 			return nil, e
 		}
-		return nil, NewError(CodeNotSaved, notSavedMessage(he.err))
+		return nil, newError(CodeNotSaved, notSavedMessage(he.err))
 	case errors.As(err, &e):
 		return nil, e
 	case errors.Is(err, ErrUnknownOutcome):
@@ -560,7 +560,7 @@ func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterC
 
 func (cl *call[In, Out]) internal(ctx context.Context, msg string, err error) *Error {
 	cl.c.logger.LogAttrs(ctx, slog.LevelError, "idem: "+msg, append(cl.attrs(), slog.String("error", err.Error()))...)
-	return NewError(CodeInternal, msg)
+	return newError(CodeInternal, msg)
 }
 
 func (cl *call[In, Out]) logPanic(ctx context.Context, p *panicError) {
@@ -588,7 +588,7 @@ func checkKeys(args map[string]json.RawMessage, keys []string) *Error {
 	for _, k := range keys {
 		raw, ok := args[k]
 		if !ok || string(raw) == "null" || string(raw) == `""` {
-			return NewError(CodeMissingKey, fmt.Sprintf("argument %q is required: it names the record this call writes", k))
+			return newError(CodeMissingKey, fmt.Sprintf("argument %q is required: it names the record this call writes", k))
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ func TestInputRequestsAreNeverStored(t *testing.T) {
 	s := memory.New(nil)
 	k := idem.Key{Collection: "notes", ID: "n"}
 	runs := 0
-	h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	h := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		runs++
 		if err := tx.Put(ctx, k, in); err != nil {
 			return nil, nil, err
@@ -71,7 +71,7 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	var buf bytes.Buffer
 	var events []idem.Event
 	hook := func(ctx context.Context, e idem.Event) { events = append(events, e) }
-	h := idem.Tool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		if in.Text == "boom" {
 			panic("handler bug with " + in.Text)
 		}
@@ -124,7 +124,7 @@ func FuzzToolCall(f *testing.F) {
 		ctx := context.Background()
 		s := memory.New(nil)
 		runs := 0
-		h := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+		h := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 			runs++
 			return nil, Added{ID: "n"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "n"}, in)
 		}, idem.OpID())

@@ -31,14 +31,14 @@ const maxOpIDLen = 128
 // ASCII characters (0x21-0x7E, so no spaces). The error never holds id.
 func validateOpID(id string) *Error {
 	if len(id) == 0 {
-		return NewError(CodeInvalidOpID, "op_id is empty; mint one (for example a UUID) before the first attempt")
+		return newError(CodeInvalidOpID, "op_id is empty; mint one (for example a UUID) before the first attempt")
 	}
 	if len(id) > maxOpIDLen {
-		return NewError(CodeInvalidOpID, "op_id is longer than 128 characters")
+		return newError(CodeInvalidOpID, "op_id is longer than 128 characters")
 	}
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c < 0x21 || c > 0x7e {
-			return NewError(CodeInvalidOpID, "op_id may hold only printable ASCII characters without spaces")
+			return newError(CodeInvalidOpID, "op_id may hold only printable ASCII characters without spaces")
 		}
 	}
 	return nil
@@ -107,20 +107,20 @@ func opIDOf(args map[string]json.RawMessage, meta mcp.Meta) (string, *Error) {
 	raw, argSet := args[opIDArgument]
 	if argSet {
 		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &fromArg) != nil {
-			return "", NewError(CodeInvalidOpID, "op_id must be a string")
+			return "", newError(CodeInvalidOpID, "op_id must be a string")
 		}
 	}
 	v, metaSet := meta[MetaOpID]
 	if metaSet {
 		s, isStr := v.(string)
 		if !isStr {
-			return "", NewError(CodeInvalidOpID, "the _meta op id must be a string")
+			return "", newError(CodeInvalidOpID, "the _meta op id must be a string")
 		}
 		fromMeta = s
 	}
 	switch {
 	case argSet && metaSet && fromArg != fromMeta:
-		return "", NewError(CodeInvalidOpID, "op_id argument and _meta op id differ; send one")
+		return "", newError(CodeInvalidOpID, "op_id argument and _meta op id differ; send one")
 	case argSet:
 		return fromArg, validateOpID(fromArg)
 	case metaSet:

@@ -174,9 +174,9 @@ func (c *config) opScope(ctx context.Context, req *mcp.CallToolRequest) (string,
 	case scope != "":
 		return scope, nil
 	case c.requireScope:
-		return "", NewError(CodeScopeRequired, "this tool needs an authenticated caller")
+		return "", newError(CodeScopeRequired, "this tool needs an authenticated caller")
 	case !c.customScope && req != nil && req.Extra != nil && req.Extra.TokenInfo != nil:
-		return "", NewError(CodeScopeRequired, "the caller is authenticated but its token carries no user id, so its operations cannot be kept apart from other callers'; the server's token verifier must set one")
+		return "", newError(CodeScopeRequired, "the caller is authenticated but its token carries no user id, so its operations cannot be kept apart from other callers'; the server's token verifier must set one")
 	}
 	return "", nil
 }

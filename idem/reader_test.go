@@ -67,7 +67,7 @@ func TestDuplicateCommittedAfterReadIsReplayed(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil, nil
 	}
-	hA, hB := idem.Tool(s, stop, idem.OpID()), idem.Tool(s, stop, idem.OpID(), idem.ReadFirst())
+	hA, hB := idem.DirectTool(s, stop, idem.OpID()), idem.DirectTool(s, stop, idem.OpID(), idem.ReadFirst())
 	req := func() *mcp.CallToolRequest {
 		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "stop", Arguments: json.RawMessage(`{"session":"s1","op_id":"op-1"}`)}}
 	}
@@ -118,7 +118,7 @@ func TestReadBeforeRunOnlyForRecentOps(t *testing.T) {
 		}
 		return res
 	}
-	tool := idem.Tool(s, h, idem.OpID())
+	tool := idem.DirectTool(s, h, idem.OpID())
 	call(tool, "op-1")
 	if s.reads != 0 {
 		t.Errorf("first call read the op record %d times before its transaction, want 0", s.reads)
@@ -126,7 +126,7 @@ func TestReadBeforeRunOnlyForRecentOps(t *testing.T) {
 	if res := call(tool, "op-1"); res.Meta[idem.MetaReplayed] != true || s.reads != 1 || runs != 1 {
 		t.Errorf("repeat: replayed=%v reads=%d runs=%d, want true 1 1", res.Meta[idem.MetaReplayed], s.reads, runs)
 	}
-	first := idem.Tool(s, h, idem.OpID(), idem.ReadFirst())
+	first := idem.DirectTool(s, h, idem.OpID(), idem.ReadFirst())
 	call(first, "op-2")
 	if s.reads != 2 || runs != 2 {
 		t.Errorf("ReadFirst: reads=%d runs=%d, want 2 2", s.reads, runs)
@@ -151,7 +151,7 @@ func TestDuplicateFromElsewhereIsCaughtAtCommit(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("run ", runs)}}}, nil, nil
 	}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(`{"session":"s","op_id":"op-1"}`)}}
-	hA, hB := idem.Tool(s, h, idem.OpID()), idem.Tool(s, h, idem.OpID())
+	hA, hB := idem.DirectTool(s, h, idem.OpID()), idem.DirectTool(s, h, idem.OpID())
 	if res, _, err := hA(ctx, req, stopArgs{Session: "s"}); err != nil || res.IsError {
 		t.Fatalf("A: %v %s", err, mustJSON(res))
 	}
@@ -246,12 +246,12 @@ func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil, tx.Put(ctx, idem.Key{Collection: "c", ID: "x"}, map[string]int{"n": runs})
 			}
 			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "send", Arguments: json.RawMessage(`{"session":"s","op_id":"op-1"}`)}}
-			hA := idem.Tool(s, h, idem.OpID())
+			hA := idem.DirectTool(s, h, idem.OpID())
 			var opts = []idem.Option{idem.OpID()}
 			if readFirst {
 				opts = append(opts, idem.ReadFirst())
 			}
-			hB := idem.Tool(s, h, opts...)
+			hB := idem.DirectTool(s, h, opts...)
 			if _, _, err := hA(ctx, req, stopArgs{Session: "s"}); err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +276,7 @@ func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
 	runs := 0
-	tool := idem.Tool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+	tool := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 		runs++
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("run ", runs)}}}, nil, nil
 	}, idem.OpID())
@@ -306,7 +306,7 @@ func TestUnfingerprintableArgsNeverRunTheHandler(t *testing.T) {
 		if readFirst {
 			opts = append(opts, idem.ReadFirst())
 		}
-		tool := idem.Tool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+		tool := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 			runs++
 			return &mcp.CallToolResult{}, nil, nil
 		}, opts...)
@@ -330,7 +330,7 @@ func TestPanicLogCarriesFingerprint(t *testing.T) {
 		if readFirst {
 			opts = append(opts, idem.ReadFirst())
 		}
-		tool := idem.Tool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+		tool := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 			panic("boom")
 		}, opts...)
 		args := `{"a":1,"op_id":"o"}`
@@ -360,11 +360,11 @@ func TestUnknownOutcomeBesideOtherArgumentsIsKeyReused(t *testing.T) {
 	req := func(session string) *mcp.CallToolRequest {
 		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "send", Arguments: json.RawMessage(`{"session":"` + session + `","op_id":"op-1"}`)}}
 	}
-	if _, _, err := idem.Tool(s, h, idem.OpID())(ctx, req("a"), stopArgs{Session: "a"}); err != nil {
+	if _, _, err := idem.DirectTool(s, h, idem.OpID())(ctx, req("a"), stopArgs{Session: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	s.loseCommit = true
-	res, _, err := idem.Tool(s, h, idem.OpID())(ctx, req("b"), stopArgs{Session: "b"})
+	res, _, err := idem.DirectTool(s, h, idem.OpID())(ctx, req("b"), stopArgs{Session: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestTokenWithoutUserIDIsRefused(t *testing.T) {
 			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Scopes: []string{"notes"}}},
 		}
 	}
-	tool := idem.Tool(memory.New(nil), h, idem.OpID())
+	tool := idem.DirectTool(memory.New(nil), h, idem.OpID())
 	res, _, err := tool(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"})
 	if err != nil || res.Meta[idem.MetaError] != string(idem.CodeScopeRequired) || runs != 0 {
 		t.Errorf("op call: %v %s, handler ran %d times; want scope_required and no run", err, mustJSON(res), runs)
@@ -398,7 +398,7 @@ func TestTokenWithoutUserIDIsRefused(t *testing.T) {
 	if res, _, err := tool(ctx, req(`{"session":"s"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 1 {
 		t.Errorf("call without an op id: %v %s; want it run", err, mustJSON(res))
 	}
-	own := idem.Tool(memory.New(nil), h, idem.OpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "" }))
+	own := idem.DirectTool(memory.New(nil), h, idem.OpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "" }))
 	if res, _, err := own(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 2 {
 		t.Errorf("own Scope: %v %s; want it run", err, mustJSON(res))
 	}
@@ -417,12 +417,12 @@ func TestPanicOnRepeatElsewhereIsLogged(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(`{"session":"s","op_id":"op-1"}`)}}
-	if _, _, err := idem.Tool(s, h, idem.OpID())(ctx, req, stopArgs{Session: "s"}); err != nil {
+	if _, _, err := idem.DirectTool(s, h, idem.OpID())(ctx, req, stopArgs{Session: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	panics = true
 	var buf bytes.Buffer
-	res, _, err := idem.Tool(s, h, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, nil))))(ctx, req, stopArgs{Session: "s"})
+	res, _, err := idem.DirectTool(s, h, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, nil))))(ctx, req, stopArgs{Session: "s"})
 	if err != nil || res.Meta[idem.MetaReplayed] != true {
 		t.Fatalf("repeat: %v %s, want a replay", err, mustJSON(res))
 	}

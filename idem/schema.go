@@ -110,6 +110,7 @@ type inputCheck struct {
 	resolved *jsonschema.Resolved
 	props    map[string]*jsonschema.Resolved // each top-level property alone, where it resolves alone
 	closed   bool                            // additionalProperties: false
+	defaults bool                            // some subschema has a default to apply
 }
 
 func newInputCheck(s *jsonschema.Schema) (*inputCheck, error) {
@@ -126,6 +127,9 @@ func newInputCheck(s *jsonschema.Schema) (*inputCheck, error) {
 	if ap := s.AdditionalProperties; ap != nil && ap.Not != nil && isEmptySchema(ap.Not) {
 		ic.closed = true
 	}
+	// A property named "default" also takes the slow path; that is all.
+	b, err := json.Marshal(s)
+	ic.defaults = err != nil || bytes.Contains(b, []byte(`"default"`))
 	return ic, nil
 }
 
@@ -142,22 +146,27 @@ func (ic *inputCheck) check(args json.RawMessage) (json.RawMessage, *Error) {
 	m := map[string]any{}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
 		if trimmed[0] != '{' {
-			return nil, NewError(CodeInvalidArguments, errNotObject)
+			return nil, newError(CodeInvalidArguments, errNotObject)
 		}
 		if json.Unmarshal(trimmed, &m) != nil {
-			return nil, NewError(CodeInvalidArguments, "the arguments cannot be read: they are not valid JSON, or hold a number beyond a double's range")
+			return nil, newError(CodeInvalidArguments, "the arguments cannot be read: they are not valid JSON, or hold a number beyond a double's range")
 		}
 	}
 	var v any = m
-	if err := ic.resolved.ApplyDefaults(&v); err != nil {
-		return nil, NewError(CodeInvalidArguments, "the arguments do not match the tool's input schema")
+	if ic.defaults {
+		if err := ic.resolved.ApplyDefaults(&v); err != nil {
+			return nil, newError(CodeInvalidArguments, "the arguments do not match the tool's input schema")
+		}
 	}
 	if err := ic.resolved.Validate(v); err != nil {
-		return nil, NewError(CodeInvalidArguments, ic.explain(m))
+		return nil, newError(CodeInvalidArguments, ic.explain(m))
+	}
+	if !ic.defaults && len(args) > 0 && !bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
+		return args, nil // nothing was added: the arguments as sent
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, NewError(CodeInvalidArguments, "the arguments cannot be encoded")
+		return nil, newError(CodeInvalidArguments, "the arguments cannot be encoded")
 	}
 	return b, nil
 }

@@ -63,7 +63,7 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 			return nil, operationStatus{Status: "not_committed"}, nil
 		case err != nil:
 			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
-			return nil, zero, NewError(CodeInternal, "the operation could not be looked up; retry")
+			return nil, zero, newError(CodeInternal, "the operation could not be looked up; retry")
 		}
 		at := rec.CommittedAt
 		st := operationStatus{Status: "committed", CommittedAt: &at}

@@ -43,12 +43,23 @@ import (
 // a schema cannot be inferred, or if a schema holds a false subschema where
 // strict clients reject it.
 func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) {
-	c := newConfig(opts)
-	tt, err := newTool(t, c, s, h)
+	srv.AddTool(Tool(t, s, h, opts...))
+}
+
+// Tool returns what [AddTool] registers: the tool's honest description and a
+// handler that does everything a call needs (the checks, the validation, the
+// transaction, the refusals), for servers that register tools their own way:
+//
+//	srv.AddTool(idem.Tool(t, store, h, idem.Keys("slug")))
+//
+// The pair must be registered together: the handler validates calls against
+// the returned tool's input schema. Tool panics where AddTool does.
+func Tool[In, Out any](t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
+	tt, err := newTool(t, newConfig(opts), s, h)
 	if err != nil {
-		panic(fmt.Sprintf("idem.AddTool: tool %q: %v", t.Name, err))
+		panic(fmt.Sprintf("idem: tool %q: %v", t.Name, err))
 	}
-	srv.AddTool(tt.desc, tt.handle)
+	return tt.desc, tt.handle
 }
 
 // newTool wraps h for tool t: the published description, the input schema

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/store/postgres"
 )
 
@@ -35,10 +35,11 @@ func BenchmarkRunCreate(b *testing.B) {
 }
 
 // depositBench is the shared setup of the op-record benchmarks: one server,
-// a handler's write (one INSERT into its own table) in a bare pgx
-// transaction, and the same write wrapped by idem.AddTool with an op id and
-// sent through the postgres.Querier. Both are tools of an MCP server called
-// over an in-memory connection, so the ratios hold the middleware alone.
+// a handler's write (one INSERT into its own table) as a bare pgx
+// transaction, and the same write wrapped by idem.Tool with an op id and sent
+// through the postgres.Querier. The wrapped handler is called directly,
+// without a transport, so the figures are the middleware's and the store's
+// own cost: the input check, the transaction and the op record.
 type depositBench struct {
 	b      *testing.B
 	bare   func(id string)
@@ -51,49 +52,26 @@ func newDepositBench(b *testing.B) *depositBench {
 	bk := newBank(b, pool, nil)
 	d := &depositBench{b: b, store: bk.store,
 		insert: fmt.Sprintf("INSERT INTO %s (id, account, amount) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING", bk.transfers)}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "v0"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "deposit"}, func(ctx context.Context, req *mcp.CallToolRequest, in depositIn) (*mcp.CallToolResult, depositOut, error) {
+	d.bare = func(id string) {
+		ctx := context.Background()
 		tx, err := pool.BeginTx(ctx, pgx.TxOptions{})
 		if err != nil {
-			return nil, depositOut{}, err
+			b.Fatal(err)
 		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, d.insert, in.OpID, in.Account, in.Amount); err != nil {
-			return nil, depositOut{}, err
+		if _, err := tx.Exec(ctx, d.insert, id, "alice", 1); err != nil {
+			b.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return nil, depositOut{}, err
+			b.Fatal(err)
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, depositOut{Balance: 1}, nil
-	})
-	call := d.client(srv)
-	d.bare = func(id string) { call(id) }
+	}
 	return d
-}
-
-// client connects to srv and returns a function that sends one deposit with
-// op id id and reports whether the answer was replayed.
-func (d *depositBench) client(srv *mcp.Server) func(id string) bool {
-	cs, err := idemtest.Connect(context.Background(), srv, nil)
-	if err != nil {
-		d.b.Fatal(err)
-	}
-	d.b.Cleanup(func() { cs.Close() })
-	return func(id string) bool {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "deposit",
-			Arguments: map[string]any{"account": "alice", "amount": 1, "op_id": id}})
-		if err != nil || res.IsError {
-			d.b.Fatalf("deposit: %v %v", err, res)
-		}
-		return replayed(res)
-	}
 }
 
 // wrapped returns a fresh wrapped handler (a process of its own) as a
 // function that calls it with op id id and reports whether it replayed.
 func (d *depositBench) wrapped() func(id string) bool {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "wrapped", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "deposit"}, d.store, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in depositIn) (*mcp.CallToolResult, depositOut, error) {
+	_, handle := idem.Tool(&mcp.Tool{Name: "deposit"}, d.store, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in depositIn) (*mcp.CallToolResult, depositOut, error) {
 		var q postgres.Querier
 		if !tx.As(&q) {
 			return nil, depositOut{}, errors.New("not a PostgreSQL store")
@@ -103,7 +81,14 @@ func (d *depositBench) wrapped() func(id string) bool {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, depositOut{Balance: 1}, nil
 	}, idem.OpID())
-	return d.client(srv)
+	return func(id string) bool {
+		args := json.RawMessage(`{"account":"alice","amount":1,"op_id":"` + id + `"}`)
+		res, err := handle(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "deposit", Arguments: args}})
+		if err != nil || res.IsError {
+			d.b.Fatalf("wrapped call: %v %v", err, res)
+		}
+		return replayed(res)
+	}
 }
 
 // BenchmarkOpRecord compares, against one server in one run, the handler's

@@ -118,7 +118,7 @@ func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRe
 		return &mcp.CallToolResult{IsError: true, Meta: mcp.Meta{idem.MetaError: string(handlerCode)},
 			Content: []mcp.Content{&mcp.TextContent{Text: "tool failed with a code"}}}, noteOut{}, nil
 	case failCoded:
-		return nil, noteOut{}, idem.NewError(handlerCode, "handler refused")
+		return nil, noteOut{}, &idem.Error{Code: handlerCode, Message: "handler refused"}
 	case failPanic:
 		panic("handler panicked")
 	}
