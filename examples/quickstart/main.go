@@ -1,9 +1,16 @@
 // Command quickstart is a small MCP server whose write tools are safe to call
 // twice, on the embedded SQLite store.
 //
-//	go run ./examples/quickstart                  # streamable HTTP on 127.0.0.1:8080
-//	go run ./examples/quickstart -stdio           # stdio, for a local client
-//	go run ./examples/quickstart -demo            # call the tools twice and show what happened
+//	go run ./examples/quickstart              # streamable HTTP at http://127.0.0.1:8080/mcp
+//	go run ./examples/quickstart -http :9000  # another address; -http 127.0.0.1:0 picks a free port
+//	go run ./examples/quickstart -stdio       # stdio, for a local client
+//	go run ./examples/quickstart -demo        # call the tools twice and show what happened
+//
+// Over HTTP it prints the URL it serves once the port is bound, answers MCP at
+// /mcp only (other paths get a 404 that names /mcp), and on SIGINT or SIGTERM
+// answers the calls in progress, closes the database and exits with status 0.
+// The database is idemkit-quickstart.db in the current folder (-db to choose);
+// -demo uses a fresh temporary one unless -db is given.
 //
 // Its tools:
 //   - add_expense appends an expense under a server-made id: unsafe to repeat
@@ -21,10 +28,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,48 +118,148 @@ func NewServer(s idem.Store) *mcp.Server {
 	return srv
 }
 
+// shutdownTimeout bounds how long a shutdown waits for calls in progress to
+// be answered before it closes their connections.
+const shutdownTimeout = 5 * time.Second
+
 func main() {
-	db := flag.String("db", "idemkit-quickstart.db", "SQLite database file")
-	addr := flag.String("http", "127.0.0.1:8080", "serve streamable HTTP on this address")
-	stdio := flag.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
-	demo := flag.Bool("demo", false, "call the tools twice, losing one response, and print what happened")
-	flag.Parse()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command: it returns the exit status, so that the deferred
+// closes run before the process exits.
+func run(args []string, stdout, stderr io.Writer) int {
+	logger := log.New(stderr, "quickstart: ", 0)
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "idemkit-quickstart.db", "SQLite database file (with -demo: a fresh temporary one unless given)")
+	addr := fs.String("http", "127.0.0.1:8080", "serve streamable HTTP on this address, at the path "+mcpPath)
+	stdio := fs.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
+	demo := fs.Bool("demo", false, "call the tools twice, losing one response, and print what happened")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	dbGiven := false
+	fs.Visit(func(f *flag.Flag) { dbGiven = dbGiven || f.Name == "db" })
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var ln net.Listener
+	switch {
+	case *demo && !dbGiven:
+		// The demo starts from an empty database each time, so what it
+		// prints does not depend on an earlier run.
+		dir, err := os.MkdirTemp("", "idemkit-quickstart-demo-")
+		if err != nil {
+			logger.Print(err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		*db = filepath.Join(dir, "quickstart.db")
+	case !*demo && !*stdio:
+		// Bind before opening the database or saying anything, so a busy
+		// port is reported as such.
+		var err error
+		if ln, err = net.Listen("tcp", *addr); err != nil {
+			logger.Printf("cannot serve on %s: %v (choose another address with -http)", *addr, err)
+			return 1
+		}
+		defer ln.Close()
+	}
 
 	s, err := sqlite.Open(*db, nil)
 	if err != nil {
-		log.Fatalf("opening %s: %v", *db, err)
+		logger.Printf("opening %s: %v", *db, err)
+		return 1
 	}
 	defer s.Close()
 	srv := NewServer(s)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 
 	switch {
 	case *demo:
-		err = runDemo(ctx, srv, os.Stdout)
+		err = runDemo(ctx, srv, s, stdout)
 	case *stdio:
-		err = srv.Run(ctx, &mcp.StdioTransport{})
-	default:
-		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-		hs := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			<-ctx.Done()
-			hs.Close()
-		}()
-		log.Printf("quickstart: MCP over streamable HTTP at http://%s (database %s)", *addr, *db)
-		if err = hs.ListenAndServe(); errors.Is(err, http.ErrServerClosed) {
-			err = nil
+		if err = srv.Run(ctx, &mcp.StdioTransport{}); ctx.Err() != nil {
+			err = nil // interrupted: a clean shutdown
 		}
+	default:
+		err = serveHTTP(ctx, stop, logger, srv, ln, *db)
 	}
 	if err != nil {
-		log.Fatal(err)
+		logger.Print(err)
+		return 1
 	}
+	return 0
+}
+
+// mcpPath is the URL path the MCP endpoint is served at.
+const mcpPath = "/mcp"
+
+// serveHTTP serves srv over streamable HTTP at mcpPath on ln until ctx is
+// done, then shuts down: calls in progress are answered (for up to
+// shutdownTimeout), and the event streams clients keep open are ended.
+func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Server, ln net.Listener, db string) error {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	// A client's GET event stream stays open as long as its session lives,
+	// so Shutdown would wait for it until the timeout: end those at
+	// shutdown, and let the calls finish.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	mux := http.NewServeMux()
+	mux.HandleFunc(mcpPath, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			rctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(streams, cancel)()
+			r = r.WithContext(rctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "404 not found: the MCP endpoint of this server is "+mcpPath+" (streamable HTTP)", http.StatusNotFound)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs.RegisterOnShutdown(endStreams)
+
+	logger.Printf("MCP over streamable HTTP at %s (database %s)", endpointURL(ln.Addr()), db)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	stop() // a second signal ends the process at once
+	logger.Print("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		logger.Printf("calls still running after %v; closing their connections", shutdownTimeout)
+		hs.Close()
+	}
+	return nil
+}
+
+// endpointURL is the URL a client on this machine reaches the MCP endpoint
+// at, with the port the listener got.
+func endpointURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String() + mcpPath
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost" // listening on every address
+	}
+	return "http://" + net.JoinHostPort(host, port) + mcpPath
 }
 
 // runDemo plays an app whose first response is lost: it sends add_expense,
-// loses the answer after the server committed, reconnects and sends it again
-// with the same op id.
-func runDemo(ctx context.Context, srv *mcp.Server, w *os.File) error {
+// loses the answer after the server committed, reconnects, asks
+// get_operation, and sends it again with the same op id. Then it sets a
+// month's budget twice. Each step prints what was sent, what came back and
+// why.
+func runDemo(ctx context.Context, srv *mcp.Server, s idem.Store, w io.Writer) error {
 	opID := "demo-" + rand.Text()[:10]
 	args := map[string]any{"amount_cents": 1250, "note": "lunch", "op_id": opID}
 	d := &idemtest.Dropper{Tool: "add_expense"}
@@ -158,33 +269,62 @@ func runDemo(ctx context.Context, srv *mcp.Server, w *os.File) error {
 	}
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_expense", Arguments: args})
 	cs.Close()
-	fmt.Fprintf(w, "1. add_expense %s: response lost (%v)\n", opID, err != nil)
+	if err == nil || d.Dropped() != 1 {
+		return fmt.Errorf("demo: the first response was not lost (%v)", err)
+	}
+	fmt.Fprintf(w, "1. add_expense %s -> no answer: the server committed the expense, then the connection closed before the response arrived. The app cannot tell whether it was saved.\n", jsonOf(args, ""))
 
-	cs, err = idemtest.Connect(ctx, srv, nil)
+	cs, err = idemtest.Connect(ctx, srv, nil) // reconnect, as the app would
 	if err != nil {
 		return err
 	}
 	defer cs.Close()
-	st, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_operation", Arguments: map[string]any{"tool": "add_expense", "op_id": opID}})
+	q := map[string]any{"tool": "add_expense", "op_id": opID}
+	st, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_operation", Arguments: q})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "2. get_operation: %s\n", jsonOf(st.StructuredContent, "status"))
+	fmt.Fprintf(w, "2. get_operation %s -> status %s, output %s: the op record was saved with the expense, so the lost call did go through.\n",
+		jsonOf(q, ""), jsonOf(st.StructuredContent, "status"), jsonOf(st.StructuredContent, "output"))
+
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_expense", Arguments: args})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "3. retry with the same op id: %s replayed=%v\n", jsonOf(res.StructuredContent, ""), res.Meta[idem.MetaReplayed])
-	for i := 0; i < 2; i++ {
-		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "set_budget", Arguments: map[string]any{"month": "2026-11", "amount_cents": 40000}})
+	fmt.Fprintf(w, "3. add_expense again, the same arguments and op_id -> %s with _meta %s=%v: the stored result of step 1, answered again; nothing was added.\n",
+		jsonOf(res.StructuredContent, ""), idem.MetaReplayed, res.Meta[idem.MetaReplayed])
+
+	budget := map[string]any{"month": "2026-11", "amount_cents": 40000}
+	for i := range 2 {
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "set_budget", Arguments: budget})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%d. set_budget 2026-11 (keyed by month): %s\n", 4+i, jsonOf(res.StructuredContent, ""))
+		why := "writes the budget record of 2026-11."
+		if i == 1 {
+			why = "the month is the record key, so the repeat replaced the same record instead of adding one."
+		}
+		fmt.Fprintf(w, "%d. set_budget %s (no op_id) -> %s: %s\n", 4+i, jsonOf(budget, ""), jsonOf(res.StructuredContent, ""), why)
 	}
+
+	var l ledger
+	var b Budget
+	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		if _, err := tx.Get(ctx, ledgerKey, &l); err != nil {
+			return err
+		}
+		_, err := tx.Get(ctx, idem.Key{Collection: "budgets", ID: "2026-11"}, &b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "6. read from the database directly: expenses %d, total %d cents; one budget record for 2026-11, %d cents.\n", l.Count, l.TotalCents, b.AmountCents)
+	fmt.Fprintln(w, "So: a response lost after the commit was recovered with get_operation and a retry under the same op_id, and each write happened once.")
 	return nil
 }
 
+// jsonOf returns v, or its member field, as JSON (a string member as is).
 func jsonOf(v any, field string) string {
 	b, _ := json.Marshal(v)
 	if field == "" {
@@ -192,5 +332,9 @@ func jsonOf(v any, field string) string {
 	}
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	return fmt.Sprint(m[field])
+	if s, ok := m[field].(string); ok {
+		return s
+	}
+	b, _ = json.Marshal(m[field])
+	return string(b)
 }

@@ -16,11 +16,13 @@ import (
 // test can start it as a subprocess the way a local client does.
 func TestMain(m *testing.M) {
 	if os.Getenv("QUICKSTART_AS_MAIN") == "1" {
-		os.Args = append([]string{"quickstart"}, os.Args[1:]...)
-		main()
-		os.Exit(0)
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // TestStdioRepeatAcrossProcesses runs the command over stdio twice, as a

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tests in this file run the command as a newcomer does: built with go
+// build, started as a process of its own, and read from its output.
+
+var (
+	buildOnce sync.Once
+	binDir    string // removed by TestMain
+	binPath   string
+	buildErr  error
+)
+
+// quickstartBinary builds the command once per test run and returns its path.
+func quickstartBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "quickstart-bin-"); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "quickstart")
+		// go test puts its own go first in PATH.
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// server is the command serving HTTP, started by startHTTP.
+type server struct {
+	cmd    *exec.Cmd
+	url    string      // the endpoint URL it printed
+	stderr chan string // the lines it printed after the first
+	exited chan error  // receives cmd.Wait's answer
+}
+
+var urlLine = regexp.MustCompile(`^quickstart: MCP over streamable HTTP at (http://\S+) \(database .+\)$`)
+
+// startHTTP starts the command on a free port and reads the URL it prints.
+func startHTTP(t *testing.T) *server {
+	t.Helper()
+	cmd := exec.Command(quickstartBinary(t), "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "q.db"))
+	cmd.Dir = t.TempDir()
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, stderr: make(chan string, 16), exited: make(chan error, 1)}
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		for n := 0; sc.Scan(); n++ {
+			if n == 0 {
+				first <- sc.Text()
+			} else {
+				s.stderr <- sc.Text()
+			}
+		}
+		close(first)
+		close(s.stderr)
+		s.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case line := <-first:
+		m := urlLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("first line on stderr %q, want the endpoint URL", line)
+		}
+		s.url = m[1]
+	case <-time.After(30 * time.Second):
+		t.Fatal("no URL printed within 30 s")
+	}
+	return s
+}
+
+// stop sends sig and waits for the process to exit.
+func (s *server) stop(t *testing.T, sig os.Signal, within time.Duration) error {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		return err
+	case <-time.After(within):
+		t.Fatalf("still running %v after %v", within, sig)
+		return nil
+	}
+}
+
+// TestHTTPPrintsTheURLItServes starts the command on port 0 and checks that
+// the URL it prints names the port it got and the /mcp path, that the URL
+// answers an MCP initialize and a tool call, and that / says where MCP is.
+func TestHTTPPrintsTheURLItServes(t *testing.T) {
+	s := startHTTP(t)
+	if !strings.HasSuffix(s.url, mcpPath) || strings.Contains(s.url, ":0/") {
+		t.Fatalf("printed URL %s: want the real port and the path %s", s.url, mcpPath)
+	}
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url}, nil)
+	if err != nil {
+		t.Fatalf("initialize at the printed URL: %v", err)
+	}
+	defer cs.Close()
+	if got := cs.InitializeResult().ServerInfo.Name; got != "idemkit-quickstart" {
+		t.Fatalf("server name %q", got)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "set_budget", Arguments: map[string]any{"month": "2026-11", "amount_cents": 100}})
+	if err != nil || res.IsError {
+		t.Fatalf("set_budget: %v %v", err, res)
+	}
+
+	resp, err := http.Get(strings.TrimSuffix(s.url, mcpPath) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), mcpPath) {
+		t.Fatalf("GET /: %d %q, want 404 naming %s", resp.StatusCode, body, mcpPath)
+	}
+
+	// The client's session (and its event stream) is still open: the
+	// shutdown must not wait for it.
+	if err := s.stop(t, syscall.SIGTERM, 3*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM with a client connected: %v", err)
+	}
+}
+
+// TestHTTPShutsDownOnSignals sends SIGTERM, then (to another process)
+// SIGINT, and expects each to exit with status 0 within a few seconds.
+func TestHTTPShutsDownOnSignals(t *testing.T) {
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := startHTTP(t)
+			if err := s.stop(t, sig, 3*time.Second); err != nil {
+				var lines []string
+				for l := range s.stderr {
+					lines = append(lines, l)
+				}
+				t.Fatalf("exit after %v: %v; stderr: %q", sig, err, lines)
+			}
+		})
+	}
+}
+
+// TestHTTPBindFailure starts the command on a port already taken: it must
+// say so and exit non-zero, without first saying it is serving.
+func TestHTTPBindFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := exec.Command(quickstartBinary(t), "-http", ln.Addr().String(), "-db", filepath.Join(t.TempDir(), "q.db"))
+	cmd.Dir = t.TempDir()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { <-ctx.Done(); cmd.Process.Kill() }()
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
+		t.Fatalf("exit %v, want a non-zero status; stderr: %q", err, stderr.String())
+	}
+	if out := stderr.String(); strings.Contains(out, "MCP over streamable HTTP") || !strings.Contains(out, "cannot serve on "+ln.Addr().String()) {
+		t.Fatalf("stderr %q, want only the bind failure", out)
+	}
+}
+
+// TestDemoRunsTheSameEachTime runs -demo twice in one folder: both runs print
+// the same lines apart from the ids, and the folder stays empty (the demo
+// uses a fresh temporary database).
+func TestDemoRunsTheSameEachTime(t *testing.T) {
+	dir := t.TempDir()
+	ids := regexp.MustCompile(`demo-[A-Z2-7]{10}|exp-1-[A-Z2-7]{6}`)
+	demo := func() string {
+		t.Helper()
+		cmd := exec.Command(quickstartBinary(t), "-demo")
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("-demo: %v; stderr: %q", err, stderr.String())
+		}
+		return ids.ReplaceAllStringFunc(string(out), func(id string) string { return id[:strings.LastIndexByte(id, '-')] + "-ID" })
+	}
+	first, second := demo(), demo()
+	if first != second {
+		t.Fatalf("two runs differ:\n%s\n---\n%s", first, second)
+	}
+	lines := strings.Split(strings.TrimSpace(first), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("%d lines, want 6 steps and a summary:\n%s", len(lines), first)
+	}
+	for _, want := range []string{"no answer", "status committed", "io.idemkit/replayed=true", "expenses 1, total 1250 cents"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("output lacks %q:\n%s", want, first)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("the demo left %v in its folder", left)
+	}
+}
