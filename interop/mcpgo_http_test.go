@@ -10,8 +10,10 @@ import (
 )
 
 // TestMCPGoDefaultClientOverStatefulHTTP documents what mcp-go v1.2.1's
-// default client gets from the quickstart's handler as it is configured
-// (mcp.NewStreamableHTTPHandler with nil options: stateful).
+// default client gets from a go-sdk server behind a stateful streamable
+// handler (mcp.NewStreamableHTTPHandler with nil options; the types server
+// without -stateless), and that the pinned protocol docs/clients.md gives
+// mcp-go users works there.
 //
 // The client opens with server/discover at 2026-07-28. The stateful handler
 // answers it, listing only the versions before 2026-07-28 in
@@ -24,7 +26,7 @@ import (
 // exactly that way; anything else is a new behaviour to document.
 func TestMCPGoDefaultClientOverStatefulHTTP(t *testing.T) {
 	ctx := testContext(t)
-	tg := newTarget(t, "http", bins.quickstart, "-db", t.TempDir()+"/q.db")
+	tg := newTarget(t, "http", bins.types)
 	cl, err := mcpGoClient{}.connect(ctx, tg)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -57,40 +59,10 @@ func TestMCPGoDefaultClientOverStatefulHTTP(t *testing.T) {
 	}
 }
 
-// TestStatelessHTTP runs the types server's scenarios over streamable HTTP
-// served with StreamableHTTPOptions.Stateless, the configuration under which
-// mcp-go's default client works, with every client: mcp-go's default client,
-// the TypeScript SDK v1 client, and the v2 client with its default (legacy)
-// and its auto version negotiation. Replay on a new session must hold: the
-// op record is in the store, not in the session.
-func TestStatelessHTTP(t *testing.T) {
-	clients := []client{
-		mcpGoClient{label: "mcpgo"},
-		nodeClient{sdk: "v1"},
-		nodeClient{sdk: "v2"},
-		nodeClient{sdk: "v2", negotiation: "auto"},
-	}
-	for _, c := range clients {
-		t.Run(c.name(), func(t *testing.T) {
-			t.Parallel()
-			if _, ok := c.(nodeClient); ok {
-				needNode(t)
-			}
-			tg := newTarget(t, "http", bins.types, "-stateless")
-			out, err := c.run(testContext(t), tg, typesPlan())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ch := range typesChecks {
-				t.Run(ch.name, func(t *testing.T) { ch.fn(t, out) })
-			}
-		})
-	}
-}
-
 // TestV2AutoNegotiationStatefulHTTP runs the types server's scenarios with
 // the TypeScript v2 client in auto version negotiation (server/discover
-// first, as mcp-go does) against the stateful handler the examples serve.
+// first, as mcp-go does) against a stateful handler: unlike mcp-go, it falls
+// back to the initialize handshake.
 func TestV2AutoNegotiationStatefulHTTP(t *testing.T) {
 	needNode(t)
 	tg := newTarget(t, "http", bins.types)

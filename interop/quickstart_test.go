@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	mcpgoclient "github.com/mark3labs/mcp-go/client"
-	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
 
 // sentinel is an argument value no answer may echo.
@@ -180,16 +178,17 @@ func TestQuickstart(t *testing.T) {
 }
 
 // matrixClients returns the clients for transport: the TypeScript SDK
-// clients v1 and v2, and mcp-go (its default client over stdio; over HTTP
-// pinned to the last protocol with the initialize handshake, see
-// TestMCPGoDefaultClientOverStatefulHTTP).
+// clients v1 and v2, and mcp-go's default client. The quickstart serves
+// streamable HTTP stateless, where mcp-go's default client (server/discover
+// first) works; over HTTP the v2 client also runs with its auto version
+// negotiation, which opens the same way. Against a stateful handler mcp-go
+// needs a pinned protocol: TestMCPGoDefaultClientOverStatefulHTTP.
 func matrixClients(transport string) []client {
-	cs := []client{nodeClient{sdk: "v1"}, nodeClient{sdk: "v2"}}
-	if transport == "stdio" {
-		return append(cs, mcpGoClient{label: "mcpgo"})
+	cs := []client{nodeClient{sdk: "v1"}, nodeClient{sdk: "v2"}, mcpGoClient{label: "mcpgo"}}
+	if transport == "http" {
+		cs = append(cs, nodeClient{sdk: "v2", negotiation: "auto"})
 	}
-	return append(cs, mcpGoClient{label: "mcpgo-legacy",
-		opts: []mcpgoclient.ClientOption{mcpgoclient.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION)}})
+	return cs
 }
 
 // runMatrix runs p against a fresh server of bin for every client and

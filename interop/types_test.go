@@ -114,8 +114,10 @@ var typesChecks = []check{
 // transport, on SQLite (so a new stdio process sees the first one's
 // records).
 func TestTypes(t *testing.T) {
+	// Served over HTTP as the examples serve it: stateless (-stateless is
+	// ignored over stdio).
 	runMatrix(t, bins.types, typesPlan(), typesChecks, func(t *testing.T) []string {
-		return []string{"-db", t.TempDir() + "/types.db"}
+		return []string{"-db", t.TempDir() + "/types.db", "-stateless"}
 	})
 }
 

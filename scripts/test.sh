@@ -33,6 +33,11 @@ fi
 go vet ./...
 
 node_dir=interop/node
+if ! command -v node >/dev/null 2>&1 && [ -n "${CI:-}" ] && [ "$(id -u)" -eq 0 ]; then
+  echo "test.sh: installing Node.js and npm for the interop tests" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
   # npm ci writes node_modules/.package-lock.json: older than the lockfile
   # means the installed packages are stale.

@@ -200,7 +200,14 @@ const mcpPath = "/mcp"
 // done, then shuts down: calls in progress are answered (for up to
 // shutdownTimeout), and the event streams clients keep open are ended.
 func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Server, ln net.Listener, db string) error {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	// Stateless: every request stands alone, so every client we test
+	// against works with its defaults, mcp-go's default client included
+	// (it opens with server/discover and cannot fall back from a stateful
+	// handler; docs/clients.md). The tools keep nothing in a session: op
+	// records are in the store, and a retry on a new session replays. The
+	// price: the server cannot send requests to the client (elicitation,
+	// sampling), which these tools do not need.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	// A client's GET event stream stays open as long as its session lives,
 	// so Shutdown would wait for it until the timeout: end those at
 	// shutdown, and let the calls finish.
