@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
 )
 
 // sentinel is an argument value no answer may echo.
