@@ -185,31 +185,29 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
 // arguments are not well formed, in that order, and decodes the arguments.
 func (cl *call[In, Out]) check() *Error {
 	raw := cl.req.Params.Arguments
-	args, err := cl.t.in.check(raw)
-	var named map[string]json.RawMessage
-	if err == nil {
-		named = parseArgs(raw, cl.c.argNames...)
-	} else if err.Message != errNotObject {
-		// The op id and keys are checked first even when the rest fails.
-		named = parseArgs(raw, cl.c.argNames...)
+	args, invalid := cl.t.in.check(raw)
+	// The op id and the keys are checked first, even when the rest of the
+	// arguments fails the schema; named is nil (read as empty) for absent
+	// or null arguments.
+	named := parseArgs(raw, cl.c.argNames...)
+	if named == nil && invalid != nil {
+		return invalid // not a JSON object, or not JSON at all
 	}
-	if cl.c.opID && named != nil {
+	if cl.c.opID {
 		id, refused := opIDOf(named, cl.req.Params.Meta)
 		if refused != nil {
 			return refused
 		}
 		cl.opID = id
 	}
-	if cl.c.requireOpID && cl.opID == "" && (named != nil || err == nil) {
+	if cl.c.requireOpID && cl.opID == "" {
 		return newError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
 	}
-	if named != nil {
-		if refused := checkKeys(named, cl.c.keys); refused != nil {
-			return refused
-		}
+	if refused := checkKeys(named, cl.c.keys); refused != nil {
+		return refused
 	}
-	if err != nil {
-		return err
+	if invalid != nil {
+		return invalid
 	}
 	if err := json.Unmarshal(args, &cl.in); err != nil {
 		msg := "the arguments do not match the tool's input"

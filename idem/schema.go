@@ -138,15 +138,13 @@ func isEmptySchema(s *jsonschema.Schema) bool {
 	return err == nil && string(b) == "true"
 }
 
-const errNotObject = "the arguments must be a JSON object"
-
 // check returns the arguments with the schema's defaults applied, or a
 // refusal. Absent or null arguments are the empty object.
 func (ic *inputCheck) check(args json.RawMessage) (json.RawMessage, *Error) {
 	m := map[string]any{}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
 		if trimmed[0] != '{' {
-			return nil, newError(CodeInvalidArguments, errNotObject)
+			return nil, newError(CodeInvalidArguments, "the arguments must be a JSON object")
 		}
 		if json.Unmarshal(trimmed, &m) != nil {
 			return nil, newError(CodeInvalidArguments, "the arguments cannot be read: they are not valid JSON, or hold a number beyond a double's range")
