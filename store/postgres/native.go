@@ -85,3 +85,27 @@ func (n nativeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	}
 	return n.Tx.QueryRow(ctx, sql, args...)
 }
+
+// failedTx is the pgx.Tx that As hands out when the transaction could not
+// begin: every method fails with the reason.
+type failedTx struct{ err error }
+
+func (f failedTx) Begin(context.Context) (pgx.Tx, error) { return nil, f.err }
+func (f failedTx) Commit(context.Context) error          { return f.err }
+func (f failedTx) Rollback(context.Context) error        { return f.err }
+func (f failedTx) CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error) {
+	return 0, f.err
+}
+func (f failedTx) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults { return errBatch{f.err} }
+func (f failedTx) LargeObjects() pgx.LargeObjects                         { return pgx.LargeObjects{} }
+func (f failedTx) Prepare(context.Context, string, string) (*pgconn.StatementDescription, error) {
+	return nil, f.err
+}
+func (f failedTx) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, f.err
+}
+func (f failedTx) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return errRows{f.err}, f.err
+}
+func (f failedTx) QueryRow(context.Context, string, ...any) pgx.Row { return errRows{f.err} }
+func (f failedTx) Conn() *pgx.Conn                                  { return nil }

@@ -162,9 +162,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 //
 // Run calls fn again, up to Options.MaxAttempts times with jittered backoff,
 // when the attempt fails with a serialization failure (SQLSTATE 40001), a
-// deadlock (40P01), a unique violation (23505, a create race in your own
-// tables) or an error wrapping idem.ErrConflict; after the last attempt it
-// returns an error wrapping idem.ErrConflict and the last native error.
+// deadlock (40P01) or an error wrapping idem.ErrConflict; after the last
+// attempt it returns an error wrapping idem.ErrConflict and the last native
+// error. A unique violation (23505) is retried once, which settles a create
+// race in your own tables (the next attempt reads the winner's row); a
+// second one is returned as it is, not as a conflict: no concurrent writer
+// caused it.
 //
 // Once fn has returned nil the commit is not cancelled with ctx. If the
 // connection fails while the commit is in flight, Run returns an error
@@ -176,6 +179,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 		return errors.New("postgres: Run needs a function")
 	}
 	var err error
+	uniques := 0 // unique violations met so far
 	for attempt := 0; attempt < s.attempts; attempt++ {
 		// The first retry after a Create at commit found a live document
 		// goes at once: it will read that document, not meet contention.
@@ -186,7 +190,19 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 		}
 		err = s.attempt(ctx, fn)
 		if err == nil || !retryable(err) {
-			return err
+			return poolerHint(err)
+		}
+		if pe := uniqueViolation(err); pe != nil {
+			// A create race in fn's own tables is settled by one more
+			// attempt, which reads the winner's row. A violation that
+			// comes back was not a race (an email already taken): it is
+			// fn's caller's to see, not a conflict to wait out.
+			if uniques++; uniques > 1 {
+				if errors.Is(err, backend.ErrConflict) {
+					return fmt.Errorf("postgres: %w", pe)
+				}
+				return err
+			}
 		}
 	}
 	if !errors.Is(err, backend.ErrConflict) {
@@ -275,7 +291,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 		return 0, backend.ErrNotFound
 	}
 	if err != nil {
-		return 0, mapErr(err)
+		return 0, poolerHint(mapErr(err))
 	}
 	if exp != nil && !backend.Live(*exp, now) {
 		return 0, backend.ErrNotFound

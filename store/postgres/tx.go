@@ -221,6 +221,39 @@ func mapErr(err error) error {
 	return fmt.Errorf("postgres: %w", err)
 }
 
+// uniqueViolation returns the unique violation (23505) in err's chain, or
+// nil.
+func uniqueViolation(err error) *pgconn.PgError {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return pe
+	}
+	return nil
+}
+
+// errStatementsMoved says what to do when prepared statements are not where
+// pgx left them on a connection.
+var errStatementsMoved = errors.New("postgres: a prepared statement was missing from the server connection, " +
+	"or already there under the same name: the connection is most likely behind a pooler that moves clients between server connections " +
+	"(PgBouncer in transaction pooling before 1.21, or without max_prepared_statements), which pgx's default query mode cannot work with; " +
+	"set default_query_exec_mode=exec (or simple_protocol) in the connection string, or ConnConfig.DefaultQueryExecMode on the pool, " +
+	"or turn on the pooler's prepared statement support (docs/postgres.md, \"Behind a pooler\")")
+
+// poolerHint wraps err with errStatementsMoved when it is the server
+// refusing a prepared statement of pgx's cache or of the store's own
+// (26000: does not exist; 42P05: already exists) that stayed after the
+// store's own repair (see forgetStale): a pooler, not a DISCARD ALL.
+func poolerHint(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || (pe.Code != "26000" && pe.Code != "42P05") {
+		return err
+	}
+	if !strings.Contains(pe.Message, "stmtcache_") && !strings.Contains(pe.Message, "idemkit_") {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errStatementsMoved, err)
+}
+
 // retryable reports whether Run should call fn again after err.
 func retryable(err error) bool {
 	if errors.Is(err, backend.ErrUnknownOutcome) {
@@ -461,8 +494,10 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 // Querier). With a *pgx.Tx target, As begins the transaction now (sending
 // BEGIN and the waiting writes, a round trip if nothing was sent yet) and
 // sets it to the pgx.Tx; statements sent through it see the Tx's writes made
-// before As. As reports false for other targets, after fn returned, and if
-// the transaction could not begin.
+// before As. If the transaction could not begin (the connection failed,
+// BEGIN was refused) or an earlier statement aborted it, the pgx.Tx As sets
+// fails every statement with that error, so the handler meets the reason. As reports false for other
+// targets and after fn returned.
 func (t *tx) As(target any) bool {
 	if t.closed.Load() {
 		return false
@@ -478,8 +513,13 @@ func (t *tx) As(target any) bool {
 		if p == nil {
 			return false
 		}
-		if err := t.send(t.ctx, nil); err != nil && t.ptx == nil {
-			return false
+		if err := t.send(t.ctx, nil); err != nil {
+			// The transaction could not begin, or is aborted: hand out a
+			// pgx.Tx whose every statement fails with that error, so the
+			// handler sees why (and Run returns it), not a bare false or
+			// pgx's "tx is closed".
+			*p = failedTx{err: err}
+			return true
 		}
 		*p = nativeTx{Tx: t.ptx, t: t}
 		t.native = true
