@@ -45,13 +45,20 @@ func newPoolMode(t testing.TB, maxConns int32, mode pgx.QueryExecMode) *pgxpool.
 	return poolWith(t, maxConns, mode, nil, nil)
 }
 
-// poolWith connects a pool in mode, closed at cleanup; wrap (if not nil)
-// wraps each network connection, cfgFn (if not nil) adjusts the config.
+// poolWith connects a pool to the test server in mode, closed at cleanup;
+// wrap (if not nil) wraps each network connection, cfgFn (if not nil)
+// adjusts the config.
 func poolWith(t testing.TB, maxConns int32, mode pgx.QueryExecMode, wrap func(net.Conn) net.Conn, cfgFn func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(serverURL(t))
+	return poolAt(t, serverURL(t), maxConns, mode, wrap, cfgFn)
+}
+
+// poolAt is poolWith on the connection string url.
+func poolAt(t testing.TB, url string, maxConns int32, mode pgx.QueryExecMode, wrap func(net.Conn) net.Conn, cfgFn func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("parsing IDEMKIT_POSTGRES_URL: %v", err)
+		t.Fatalf("parsing the connection string: %v", err)
 	}
 	cfg.MaxConns = maxConns
 	cfg.ConnConfig.DefaultQueryExecMode = mode
