@@ -188,8 +188,8 @@ type callLog struct {
 func newCallLog() *callLog { return &callLog{byOp: map[string][]string{}} }
 
 func (l *callLog) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
-func (l *callLog) WithAttrs([]slog.Attr) slog.Handler              { return l }
-func (l *callLog) WithGroup(string) slog.Handler                   { return l }
+func (l *callLog) WithAttrs([]slog.Attr) slog.Handler               { return l }
+func (l *callLog) WithGroup(string) slog.Handler                    { return l }
 
 func (l *callLog) Handle(ctx context.Context, r slog.Record) error {
 	id, _ := ctx.Value(opIDKey{}).(string)
