@@ -125,7 +125,7 @@ func TestConformance(t *testing.T) {
 // (as behind a transaction-pooling PgBouncer) gets none from the store
 // either, and the store passes the contract and middleware suites on it.
 func TestConformanceSimpleProtocol(t *testing.T) {
-	serverURL(t)
+	needsDirect(t, "reads pg_prepared_statements of the store's session")
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
 			pool := newPoolMode(t, 8, pgx.QueryExecModeSimpleProtocol)
@@ -219,8 +219,10 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	pool := newPool(t, 4)
 	s := newStore(t, pool, nil) // migrated once
 	errs := make(chan error, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for range 4 {
-		go func() { errs <- s.Migrate(context.Background()) }()
+		go func() { errs <- s.Migrate(ctx) }()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
@@ -233,6 +235,7 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 // for every query in it; the store's own statements are prepared by name,
 // so the connection's next transactions prepare nothing again.
 func TestLostRaceDoesNotReprepare(t *testing.T) {
+	needsDirect(t, "reads pg_prepared_statements of the store's session")
 	pool := newPool(t, 1) // one connection: every Run and query below is on it
 	s := newStore(t, pool, &postgres.Options{MaxAttempts: 2})
 	ctx := context.Background()
@@ -293,6 +296,7 @@ func TestLostRaceDoesNotReprepare(t *testing.T) {
 // DEALLOCATE ALL) or can no longer run as prepared (a column's type
 // changed) is prepared again: the next Run and Read succeed.
 func TestStaleStatementsArePreparedAgain(t *testing.T) {
+	needsDirect(t, "drops the prepared statements of the store's session")
 	ctx := context.Background()
 	for _, change := range []string{"DISCARD ALL", "DEALLOCATE ALL", "ALTER TABLE {t} ALTER COLUMN doc TYPE json"} {
 		t.Run(change, func(t *testing.T) {
