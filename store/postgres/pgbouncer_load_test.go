@@ -326,7 +326,10 @@ func check(run []sent, first map[int]outcome, max int) (failures []string, summa
 			repeatOK++
 		}
 	}
-	summary = fmt.Sprintf("%d of %d first calls answered, %d of %d repeats replayed", firstOK, firsts, repeatOK, repeats)
+	summary = fmt.Sprintf("%d of %d repeats replayed", repeatOK, repeats)
+	if firsts > 0 {
+		summary = fmt.Sprintf("%d of %d first calls answered, %s", firstOK, firsts, summary)
+	}
 	if len(failures) > max {
 		failures = append(failures[:max], fmt.Sprintf("... and %d more", len(failures)-max))
 	}
