@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -48,7 +49,11 @@ type depositBench struct {
 }
 
 func newDepositBench(b *testing.B) *depositBench {
-	pool := newPool(b, 2)
+	return newDepositBenchOn(b, newPool(b, 2))
+}
+
+// newDepositBenchOn is newDepositBench on pool.
+func newDepositBenchOn(b *testing.B, pool *pgxpool.Pool) *depositBench {
 	bk := newBank(b, pool, nil)
 	d := &depositBench{b: b, store: bk.store,
 		insert: fmt.Sprintf("INSERT INTO %s (id, account, amount) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING", bk.transfers)}

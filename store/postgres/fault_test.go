@@ -38,6 +38,34 @@ func terminate(t *testing.T, pool *pgxpool.Pool, pid uint32) {
 	})
 }
 
+// awaitHandler waits until the first call's handler sends on ch, and fails
+// the test if the call answers first (it failed before its handler ran) or
+// nothing comes within 30 s.
+func awaitHandler[T any](t *testing.T, ch <-chan T, done <-chan *mcp.CallToolResult) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case res := <-done:
+		t.Fatalf("the first call answered before its handler reached the fault: %q (code %q)", text(res), errorCode(res))
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out after 30 s waiting for the first call's handler")
+	}
+	panic("unreachable")
+}
+
+// awaitResult waits at most 30 s for the call's result on done.
+func awaitResult(t *testing.T, done <-chan *mcp.CallToolResult) *mcp.CallToolResult {
+	t.Helper()
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out after 30 s waiting for the call to answer")
+	}
+	panic("unreachable")
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -74,28 +102,37 @@ func checkConverges(t *testing.T, b *bank, tool *depositTool, in depositIn, befo
 // TestKillWhileOpen: the backend dies while the handler's transaction is
 // open. Nothing commits, and the client's retry executes once.
 func TestKillWhileOpen(t *testing.T) {
+	needsDirect(t, "kills the handler's backend by its pid")
 	pool := newPool(t, 4)
 	b := newBank(t, pool, nil)
 	var first atomic.Bool
 	first.Store(true)
-	opened := make(chan uint32)
+	opened := make(chan uint32, 1)
 	resume := make(chan struct{})
+	var resumed sync.Once
+	// Before the pool closes (cleanups run last in first out), so a failed
+	// test does not leave the handler holding its connection.
+	t.Cleanup(func() { resumed.Do(func() { close(resume) }) })
 	tool := b.tool(t, func(ctx context.Context, ptx pgx.Tx) error {
 		if !first.CompareAndSwap(true, false) {
 			return nil
 		}
 		opened <- ptx.Conn().PgConn().PID()
-		<-resume
+		select {
+		case <-resume:
+		case <-time.After(30 * time.Second):
+			return errors.New("the test did not resume the handler within 30 s")
+		}
 		// The handler goes on writing: its connection is gone.
 		_, err := ptx.Exec(ctx, fmt.Sprintf("UPDATE %s SET version = version WHERE id = 'alice'", b.accounts))
 		return err
 	})
 	in := depositIn{Account: "alice", Amount: 3, OpID: "kill-open"}
-	done := make(chan *mcp.CallToolResult)
+	done := make(chan *mcp.CallToolResult, 1)
 	go func() { done <- call(t, tool, in) }()
-	terminate(t, pool, <-opened)
-	close(resume)
-	res := <-done
+	terminate(t, pool, awaitHandler(t, opened, done))
+	resumed.Do(func() { close(resume) })
+	res := awaitResult(t, done)
 	if !res.IsError {
 		t.Fatalf("a call whose connection died mid-transaction succeeded: %q", text(res))
 	}
@@ -110,6 +147,7 @@ func TestKillWhileOpen(t *testing.T) {
 // unknown outcome, never a plain failure or a success; nothing committed, and
 // the client's retry executes once.
 func TestKillWhileCommitting(t *testing.T) {
+	needsDirect(t, "kills the backend by its pid, watches it in pg_stat_activity and holds a session advisory lock")
 	pool := newPool(t, 4)
 	b := newBank(t, pool, nil)
 	ctx := context.Background()
@@ -160,16 +198,16 @@ END $$`, fn),
 	}))
 
 	in := depositIn{Account: "alice", Amount: 4, OpID: "kill-commit"}
-	done := make(chan *mcp.CallToolResult)
+	done := make(chan *mcp.CallToolResult, 1)
 	go func() { done <- call(t, tool, in) }()
-	pid := <-pids
+	pid := awaitHandler(t, pids, done)
 	waitFor(t, "the commit to wait in the deferred trigger", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", int32(pid)).Scan(&n)
 		return err == nil && n == 1
 	})
 	terminate(t, pool, pid)
-	res := <-done
+	res := awaitResult(t, done)
 	if !res.IsError || errorCode(res) != string(idem.CodeUnknownOutcome) {
 		t.Fatalf("call killed in COMMIT: %q (code %q), want unknown_outcome", text(res), errorCode(res))
 	}

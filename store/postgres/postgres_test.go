@@ -45,13 +45,20 @@ func newPoolMode(t testing.TB, maxConns int32, mode pgx.QueryExecMode) *pgxpool.
 	return poolWith(t, maxConns, mode, nil, nil)
 }
 
-// poolWith connects a pool in mode, closed at cleanup; wrap (if not nil)
-// wraps each network connection, cfgFn (if not nil) adjusts the config.
+// poolWith connects a pool to the test server in mode, closed at cleanup;
+// wrap (if not nil) wraps each network connection, cfgFn (if not nil)
+// adjusts the config.
 func poolWith(t testing.TB, maxConns int32, mode pgx.QueryExecMode, wrap func(net.Conn) net.Conn, cfgFn func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(serverURL(t))
+	return poolAt(t, serverURL(t), maxConns, mode, wrap, cfgFn)
+}
+
+// poolAt is poolWith on the connection string url.
+func poolAt(t testing.TB, url string, maxConns int32, mode pgx.QueryExecMode, wrap func(net.Conn) net.Conn, cfgFn func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("parsing IDEMKIT_POSTGRES_URL: %v", err)
+		t.Fatalf("parsing the connection string: %v", err)
 	}
 	cfg.MaxConns = maxConns
 	cfg.ConnConfig.DefaultQueryExecMode = mode
@@ -118,7 +125,7 @@ func TestConformance(t *testing.T) {
 // (as behind a transaction-pooling PgBouncer) gets none from the store
 // either, and the store passes the contract and middleware suites on it.
 func TestConformanceSimpleProtocol(t *testing.T) {
-	serverURL(t)
+	needsDirect(t, "reads pg_prepared_statements of the store's session")
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
 			pool := newPoolMode(t, 8, pgx.QueryExecModeSimpleProtocol)
@@ -212,8 +219,10 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	pool := newPool(t, 4)
 	s := newStore(t, pool, nil) // migrated once
 	errs := make(chan error, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for range 4 {
-		go func() { errs <- s.Migrate(context.Background()) }()
+		go func() { errs <- s.Migrate(ctx) }()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
@@ -226,6 +235,7 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 // for every query in it; the store's own statements are prepared by name,
 // so the connection's next transactions prepare nothing again.
 func TestLostRaceDoesNotReprepare(t *testing.T) {
+	needsDirect(t, "reads pg_prepared_statements of the store's session")
 	pool := newPool(t, 1) // one connection: every Run and query below is on it
 	s := newStore(t, pool, &postgres.Options{MaxAttempts: 2})
 	ctx := context.Background()
@@ -286,6 +296,7 @@ func TestLostRaceDoesNotReprepare(t *testing.T) {
 // DEALLOCATE ALL) or can no longer run as prepared (a column's type
 // changed) is prepared again: the next Run and Read succeed.
 func TestStaleStatementsArePreparedAgain(t *testing.T) {
+	needsDirect(t, "drops the prepared statements of the store's session")
 	ctx := context.Background()
 	for _, change := range []string{"DISCARD ALL", "DEALLOCATE ALL", "ALTER TABLE {t} ALTER COLUMN doc TYPE json"} {
 		t.Run(change, func(t *testing.T) {

@@ -73,6 +73,7 @@ func TestOwnErrorsAreNotStaleStatements(t *testing.T) {
 // The attempt run again after a stale statement is not one of MaxAttempts:
 // with MaxAttempts 1 a Run after DEALLOCATE ALL still succeeds.
 func TestStaleStatementWithOneAttempt(t *testing.T) {
+	needsDirect(t, "drops the prepared statements of the store's session")
 	pool := newPool(t, 1)
 	s := newStore(t, pool, &postgres.Options{MaxAttempts: 1})
 	ctx := context.Background()
@@ -100,6 +101,7 @@ func TestStaleStatementWithOneAttempt(t *testing.T) {
 // pgxpool release asynchronously) stands in for a concurrent request taking
 // the repaired connection.
 func TestStaleStatementRetriedOnItsConnection(t *testing.T) {
+	needsDirect(t, "repairs the prepared statements of one session")
 	pool := poolWith(t, 2, pgx.QueryExecModeCacheStatement, nil, func(cfg *pgxpool.Config) {
 		cfg.AfterRelease = func(*pgx.Conn) bool { time.Sleep(50 * time.Millisecond); return true }
 	})
@@ -117,6 +119,8 @@ func TestStaleStatementRetriedOnItsConnection(t *testing.T) {
 	var wg sync.WaitGroup
 	var both sync.WaitGroup
 	both.Add(2)
+	bothIn := make(chan struct{})
+	go func() { both.Wait(); close(bothIn) }()
 	for range 2 {
 		wg.Add(1)
 		go func() {
@@ -124,7 +128,11 @@ func TestStaleStatementRetriedOnItsConnection(t *testing.T) {
 			if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				err := get(ctx, tx)
 				both.Done()
-				both.Wait()
+				select {
+				case <-bothIn:
+				case <-time.After(30 * time.Second):
+					return errors.New("the other Run did not reach its transaction within 30 s")
+				}
 				return err
 			}); err != nil {
 				t.Error(err)
@@ -147,6 +155,7 @@ func TestStaleStatementRetriedOnItsConnection(t *testing.T) {
 // pgx.ErrTxClosed, no *pgconn.PgError: the store still sees its own
 // statement's error and prepares its statements again.
 func TestStaleStatementRepairedWhenFnHidesTheError(t *testing.T) {
+	needsDirect(t, "drops the prepared statements of the store's session")
 	pool := newPool(t, 1)
 	s := newStore(t, pool, nil)
 	ctx := context.Background()
