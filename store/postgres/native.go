@@ -9,7 +9,9 @@ import (
 
 // nativeTx is the pgx.Tx that As hands out. Once fn has returned, its
 // statements fail with an error instead of running on a connection that is
-// back in the pool, perhaps inside another caller's transaction. Conn and
+// back in the pool, perhaps inside another caller's transaction. Their
+// errors say what to set when a pooler moved the connection's prepared
+// statements (see poolerHint). Conn and
 // LargeObjects reach the connection without this guard: do not keep them.
 type nativeTx struct {
 	pgx.Tx
@@ -69,22 +71,30 @@ func (n nativeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	if err := n.err(); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return n.Tx.Exec(ctx, sql, args...)
+	tag, err := n.Tx.Exec(ctx, sql, args...)
+	return tag, poolerHint(err)
 }
 
 func (n nativeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := n.err(); err != nil {
 		return errRows{err}, err
 	}
-	return n.Tx.Query(ctx, sql, args...)
+	rows, err := n.Tx.Query(ctx, sql, args...)
+	return rows, poolerHint(err)
 }
 
 func (n nativeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if err := n.err(); err != nil {
 		return errRows{err}
 	}
-	return n.Tx.QueryRow(ctx, sql, args...)
+	return hintRow{n.Tx.QueryRow(ctx, sql, args...)}
 }
+
+// hintRow adds to a row's error what to set when a pooler moved the
+// connection's prepared statements (see poolerHint).
+type hintRow struct{ pgx.Row }
+
+func (r hintRow) Scan(dest ...any) error { return poolerHint(r.Row.Scan(dest...)) }
 
 // failedTx is the pgx.Tx that As hands out when the transaction could not
 // begin: every method fails with the reason.

@@ -218,7 +218,7 @@ func mapErr(err error) error {
 		// ErrConflict by its own result callback: a statement of fn's
 		// that divides by zero is fn's error, not a lost race.
 	}
-	return fmt.Errorf("postgres: %w", err)
+	return poolerHint(fmt.Errorf("postgres: %w", err))
 }
 
 // uniqueViolation returns the unique violation (23505) in err's chain, or
