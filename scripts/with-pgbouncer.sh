@@ -198,25 +198,5 @@ fi
 log "PgBouncer $("$PGBOUNCER" --version 2>/dev/null | awk 'NR==1{print $2}') up on 127.0.0.1:$port (transaction pooling, 4 server connections) after $((SECONDS - t0)) s"
 
 export IDEMKIT_PGBOUNCER_URL="postgres://$db_user@127.0.0.1:$port/testdb?sslmode=disable"
-# As in with-postgres.sh: the command runs in the background in a process
-# group of its own, so that a TERM or INT reaches everything it started,
-# and PgBouncer still stops on the way out.
-child=
-forward() {
-  if [ -z "$child" ]; then exit "$1"; fi
-  kill -TERM -- "-$child" 2>/dev/null || true
-}
-trap 'forward 143' TERM
-trap 'forward 130' INT
-trap 'forward 129' HUP
-set -m
-"$@" </dev/null &
-child=$!
-set +m
-status=0
-while kill -0 "$child" 2>/dev/null; do
-  wait "$child" && status=0 || status=$? # a forwarded signal may interrupt wait
-done
-wait "$child" && status=0 || status=$? # the command's own status, once it is gone
-log "stopping PgBouncer (command exited $status)"
-exit "$status"
+. "$(dirname "$0")/lib/run-command.sh"
+run_command PgBouncer "$@"

@@ -109,28 +109,5 @@ fi
 log "PostgreSQL $("$PGBIN/postgres" -V | awk '{print $3}') up on 127.0.0.1:$port after $((SECONDS - t0)) s"
 
 export IDEMKIT_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/testdb?sslmode=disable"
-# The command runs in the background, in a process group of its own (set
-# -m), so that a TERM or INT (a CI timeout) reaches it and everything it
-# started (go test's test binaries) at once, and the server still stops on
-# the way out.
-# A signal before the command has started exits at once (the EXIT trap
-# stops the server). Its stdin is kept closed, as for any background job.
-child=
-forward() {
-  if [ -z "$child" ]; then exit "$1"; fi
-  kill -TERM -- "-$child" 2>/dev/null || true
-}
-trap 'forward 143' TERM
-trap 'forward 130' INT
-trap 'forward 129' HUP
-set -m
-"$@" </dev/null &
-child=$!
-set +m
-status=0
-while kill -0 "$child" 2>/dev/null; do
-  wait "$child" && status=0 || status=$? # a forwarded signal may interrupt wait
-done
-wait "$child" && status=0 || status=$? # the command's own status, once it is gone
-log "stopping PostgreSQL (command exited $status)"
-exit "$status"
+. "$(dirname "$0")/lib/run-command.sh"
+run_command PostgreSQL "$@"
