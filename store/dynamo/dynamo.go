@@ -131,9 +131,12 @@ const (
 
 // CreateTable creates the store's table (partition key pk, on-demand
 // billing) if it does not exist, waits until it is active and enables
-// DynamoDB's TTL on expires_at. It is safe to call on every start. Where TTL
-// cannot be enabled (DynamoDB Local accepts the call but deletes nothing),
-// expired documents still read as absent: the store checks expiry itself.
+// DynamoDB's TTL on expires_at. It is safe to call on every start; an error
+// enabling TTL is returned (DynamoDB Local 1.25 enables it and deletes
+// expired items too). TTL deletes by DynamoDB's clock: Options.Now must
+// follow the real one, or TTL deletes documents the store still counts as
+// live. Expired documents read as absent before TTL deletes them: the store
+// checks expiry itself.
 func (s *Store) CreateTable(ctx context.Context) error {
 	_, err := s.client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(s.table),
