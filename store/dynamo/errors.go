@@ -64,21 +64,23 @@ func requestError(err error) error {
 	if errors.As(err, &inProgress) {
 		return unknown(err)
 	}
-	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) {
-		if re.HTTPStatusCode() >= 500 {
-			return unknown(err)
-		}
-		return fmt.Errorf("dynamo: commit refused: %w", err)
-	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return fmt.Errorf("dynamo: commit not sent: %w", err)
 	}
+	// Checked before the status: the SDK wraps a failed send in a
+	// ResponseError with no status.
 	var send *smithyhttp.RequestSendError
 	var des *smithy.DeserializationError
 	if errors.As(err, &send) || errors.As(err, &des) {
 		return unknown(err)
+	}
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		if re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == 0 {
+			return unknown(err)
+		}
+		return fmt.Errorf("dynamo: commit refused: %w", err)
 	}
 	return fmt.Errorf("dynamo: commit: %w", err)
 }
