@@ -35,6 +35,12 @@ type Harness struct {
 	// time (SQLite's BEGIN IMMEDIATE): they never make fn lose a race, so the
 	// subtest that forces a retry of fn checks only the outcome.
 	Serialized bool
+
+	// MaxTransactionItems, when not zero, is the most documents one
+	// transaction may read and write together (DynamoDB's TransactWriteItems
+	// holds 100 items). Subtests that batch many writes into one
+	// transaction keep their batches well under it.
+	MaxTransactionItems int
 }
 
 // Run runs the whole suite against the backend h describes.
