@@ -126,27 +126,7 @@ if [ -z "$pid" ]; then
 fi
 log "DynamoDB Local ($pkg) up on 127.0.0.1:$port after $((SECONDS - t0)) s"
 
-# As in with-postgres.sh: the command runs in the background in a process
-# group of its own, so that a TERM or INT reaches everything it started,
-# and DynamoDB Local still stops on the way out. The region and dummy
-# credentials are set for the command only.
-child=
-forward() {
-  if [ -z "$child" ]; then exit "$1"; fi
-  kill -TERM -- "-$child" 2>/dev/null || true
-}
-trap 'forward 143' TERM
-trap 'forward 130' INT
-trap 'forward 129' HUP
-set -m
-IDEMKIT_DYNAMODB_URL="http://127.0.0.1:$port" AWS_REGION=us-east-1 \
-  AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy "$@" </dev/null &
-child=$!
-set +m
-status=0
-while kill -0 "$child" 2>/dev/null; do
-  wait "$child" && status=0 || status=$? # a forwarded signal may interrupt wait
-done
-wait "$child" && status=0 || status=$? # the command's own status, once it is gone
-log "stopping DynamoDB Local (command exited $status)"
-exit "$status"
+# The region and dummy credentials are set for the command only.
+. "$(dirname "$0")/lib/run-command.sh"
+run_command "DynamoDB Local" env IDEMKIT_DYNAMODB_URL="http://127.0.0.1:$port" AWS_REGION=us-east-1 \
+  AWS_ACCESS_KEY_ID=dummy AWS_SECRET_ACCESS_KEY=dummy "$@"
