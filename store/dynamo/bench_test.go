@@ -2,10 +2,12 @@ package dynamo_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/idemtest"
 )
 
 // countingTransport counts the requests a client sends.
@@ -29,15 +30,16 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // BenchmarkFirstCall compares, on one DynamoDB, a tool call through the
 // middleware (one transaction: the note and its op record) with the
-// three-call protocol (a conditional PutItem claiming the op id, the
-// business PutItem, an UpdateItem completing the claim), and a replay with
-// the first call. calls/op counts DynamoDB requests.
+// three-call protocol other idempotency layers use (a conditional PutItem
+// claiming the op id, the business PutItem, an UpdateItem completing the
+// claim), and a replay with the first call. Both write the note blindly
+// (Put, PutItem), and the wrapped handler is called directly, without an
+// MCP transport, as the three calls are. calls/op counts DynamoDB requests.
 func BenchmarkFirstCall(b *testing.B) {
 	ct := &countingTransport{}
 	c := newClient(b, 3, func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct })
 	s := newStore(b, c, nil)
 	ctx := context.Background()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
 	type note struct {
 		Text string `json:"text"`
 	}
@@ -45,72 +47,71 @@ func BenchmarkFirstCall(b *testing.B) {
 		ID string `json:"id"`
 	}
 	var n atomic.Int64
-	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, s,
+	_, handle := idem.Tool(&mcp.Tool{Name: "add_note", Description: "Add a note."}, s,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in note) (*mcp.CallToolResult, added, error) {
 			id := fmt.Sprintf("note-%d", n.Add(1))
-			return nil, added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
-		}, idem.OpID())
-	cs, err := idemtest.Connect(ctx, srv, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+			return nil, added{ID: id}, tx.Put(ctx, idem.Key{Collection: "notes", ID: id}, in)
+		}, idem.RequireOpID())
 	call := func(b *testing.B, opID string) *mcp.CallToolResult {
-		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"text": "hello", "op_id": opID}})
+		r, err := handle(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "add_note",
+			Arguments: json.RawMessage(`{"text":"hello","op_id":"` + opID + `"}`)}})
 		if err != nil || r.IsError {
 			b.Fatalf("call: %v %v", err, r)
 		}
 		return r
 	}
-	perOp := func(b *testing.B, start int64) {
-		b.ReportMetric(float64(ct.calls.Load()-start)/float64(b.N), "calls/op")
+	table := aws.String(s.Table())
+	threeCall := func(i int64) {
+		op := &types.AttributeValueMemberS{Value: fmt.Sprintf("claim#op-%d", i)}
+		if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table,
+			Item:                map[string]types.AttributeValue{"pk": op, "state": &types.AttributeValueMemberS{Value: "pending"}},
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table,
+			Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("plain#note-%d", i)},
+				"doc": &types.AttributeValueMemberS{Value: `{"text":"hello"}`}}}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table,
+			Key:                       map[string]types.AttributeValue{"pk": op},
+			UpdateExpression:          aws.String("SET #s = :done, #r = :res"),
+			ConditionExpression:       aws.String("#s = :pending"),
+			ExpressionAttributeNames:  map[string]string{"#s": "state", "#r": "result"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: "done"}, ":pending": &types.AttributeValueMemberS{Value: "pending"}, ":res": &types.AttributeValueMemberS{Value: `{"id":"x"}`}},
+		}); err != nil {
+			b.Fatal(err)
+		}
 	}
-	var ops atomic.Int64
-
-	b.Run("wrapped", func(b *testing.B) {
-		start := ct.calls.Load()
-		for b.Loop() {
-			call(b, fmt.Sprintf("op-%d", ops.Add(1)))
+	// The three interleaved in every iteration, so that drift hits them
+	// alike.
+	var tFirst, tThree, tReplay time.Duration
+	var cFirst, cThree, cReplay int64
+	i := int64(0)
+	for b.Loop() {
+		i++
+		opID := fmt.Sprintf("op-%d", i)
+		c0, t0 := ct.calls.Load(), time.Now()
+		if r := call(b, opID); r.Meta[idem.MetaReplayed] == true {
+			b.Fatal("first call replayed")
 		}
-		perOp(b, start)
-	})
-
-	b.Run("three-call", func(b *testing.B) {
-		table := aws.String(s.Table())
-		start := ct.calls.Load()
-		for b.Loop() {
-			i := ops.Add(1)
-			op := &types.AttributeValueMemberS{Value: fmt.Sprintf("claim#op-%d", i)}
-			if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table,
-				Item:                map[string]types.AttributeValue{"pk": op, "state": &types.AttributeValueMemberS{Value: "pending"}},
-				ConditionExpression: aws.String("attribute_not_exists(pk)")}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table,
-				Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("plain#note-%d", i)},
-					"doc": &types.AttributeValueMemberS{Value: `{"text":"hello"}`}}}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table,
-				Key:                       map[string]types.AttributeValue{"pk": op},
-				UpdateExpression:          aws.String("SET #s = :done, #r = :res"),
-				ConditionExpression:       aws.String("#s = :pending"),
-				ExpressionAttributeNames:  map[string]string{"#s": "state", "#r": "result"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: "done"}, ":pending": &types.AttributeValueMemberS{Value: "pending"}, ":res": &types.AttributeValueMemberS{Value: `{"id":"x"}`}},
-			}); err != nil {
-				b.Fatal(err)
-			}
+		c1, t1 := ct.calls.Load(), time.Now()
+		threeCall(i)
+		c2, t2 := ct.calls.Load(), time.Now()
+		if r := call(b, opID); r.Meta[idem.MetaReplayed] != true {
+			b.Fatal("repeat not replayed")
 		}
-		perOp(b, start)
-	})
-
-	b.Run("replay", func(b *testing.B) {
-		call(b, "op-replayed")
-		start := ct.calls.Load()
-		for b.Loop() {
-			if r := call(b, "op-replayed"); r.Meta[idem.MetaReplayed] != true {
-				b.Fatal("not replayed")
-			}
-		}
-		perOp(b, start)
-	})
+		c3, t3 := ct.calls.Load(), time.Now()
+		tFirst, tThree, tReplay = tFirst+t1.Sub(t0), tThree+t2.Sub(t1), tReplay+t3.Sub(t2)
+		cFirst, cThree, cReplay = cFirst+c1-c0, cThree+c2-c1, cReplay+c3-c2
+	}
+	count := float64(i)
+	b.ReportMetric(float64(tFirst.Nanoseconds())/count, "first-ns/op")
+	b.ReportMetric(float64(tThree.Nanoseconds())/count, "three-call-ns/op")
+	b.ReportMetric(float64(tReplay.Nanoseconds())/count, "replay-ns/op")
+	b.ReportMetric(float64(tFirst)/float64(tThree), "first/three-call")
+	b.ReportMetric(float64(tReplay)/float64(tFirst), "replay/first")
+	b.ReportMetric(float64(cFirst)/count, "first-calls/op")
+	b.ReportMetric(float64(cThree)/count, "three-calls/op")
+	b.ReportMetric(float64(cReplay)/count, "replay-calls/op")
 }
