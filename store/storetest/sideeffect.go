@@ -728,7 +728,12 @@ func seConcurrentIntend(t *testing.T, h Harness) {
 // the others listed.
 func seManyMarkers(t *testing.T, h Harness) {
 	s, clk := seNew(t, h)
-	const n, perTx = 640, 64 // 16 shards, 16 KiB pages: about 33 keys of 490 bytes per page
+	const n = 640 // 16 shards, 16 KiB pages: about 33 keys of 490 bytes per page
+	perTx := 64
+	if h.MaxTransactionItems > 0 {
+		// Each Intend also reads and writes its shard's index pages.
+		perTx = min(perTx, h.MaxTransactionItems/4)
+	}
 	pad := strings.Repeat("x", 480)
 	keys := make([]string, n)
 	for i := range keys {

@@ -41,6 +41,12 @@ type Harness struct {
 	// test server is slow under heavy contention on one document; what
 	// the cases assert does not change.
 	Concurrency int
+
+	// MaxTransactionItems, when not zero, is the most documents one
+	// transaction may read and write together (DynamoDB's TransactWriteItems
+	// holds 100 items). Subtests that batch many writes into one
+	// transaction keep their batches well under it.
+	MaxTransactionItems int
 }
 
 // goroutines returns n, capped at h.Concurrency when that is set.
