@@ -110,7 +110,10 @@ func TestConformance(t *testing.T) {
 	emulatorHost(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
-			return newStore(t, &idemfs.Options{Now: now, MaxDocumentBytes: 64 << 10})
+			// The emulator answers contention with "Transaction lock
+			// timeout" aborts, which Run retries: a bound above the
+			// default keeps a slow, shared machine from exhausting it.
+			return newStore(t, &idemfs.Options{Now: now, MaxDocumentBytes: 64 << 10, MaxAttempts: 100})
 		},
 		MaxDocumentBytes: 64 << 10,
 		// The emulator takes seconds to tens of seconds to work through
