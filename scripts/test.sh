@@ -4,8 +4,10 @@
 # Checks formatting and go vet, then runs go test -race ./... with a
 # throw-away PostgreSQL on loopback and a PgBouncer in transaction pooling in
 # front of it (scripts/with-postgres.sh and scripts/with-pgbouncer.sh install
-# them with apt-get if the machine lacks them) and a DynamoDB Local in memory
-# (scripts/with-dynamodb.sh: the jar from npm, on Java 17). The race detector needs cgo, so a C
+# them with apt-get if the machine lacks them), a DynamoDB Local in memory
+# (scripts/with-dynamodb.sh: the jar from npm, on Java 17) and Google's
+# Firestore emulator (scripts/with-firestore.sh; it needs java). The race
+# detector needs cgo, so a C
 # compiler is installed too if missing. The interop tests (interop/) drive
 # the servers with the TypeScript SDK clients of interop/node: its packages
 # are installed with npm ci when node_modules is missing or older than
@@ -54,4 +56,5 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "test.sh: node or npm missing: the interop tests with the TypeScript clients will skip" >&2
 fi
-exec scripts/with-postgres.sh scripts/with-pgbouncer.sh scripts/with-dynamodb.sh go test -race -count=1 -timeout 45m "$@" ./...
+exec scripts/with-postgres.sh scripts/with-pgbouncer.sh scripts/with-dynamodb.sh scripts/with-firestore.sh \
+  go test -race -count=1 -timeout 45m "$@" ./...

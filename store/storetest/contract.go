@@ -588,7 +588,7 @@ func start(n int, fn func(i int)) {
 
 func testConcurrentCreate(t *testing.T, h Harness) {
 	c := newContract(t, h)
-	const n = 32
+	n := h.goroutines(32)
 	k := ckey("race")
 	errs := make([]error, n)
 	start(n, func(i int) {
@@ -620,7 +620,7 @@ func testConcurrentCreate(t *testing.T, h Harness) {
 
 func testConcurrentUpdate(t *testing.T, h Harness) {
 	c := newContract(t, h)
-	const n = 32
+	n := h.goroutines(32)
 	k := ckey("counter")
 	wantErr(t, "Create", c.create(k, contractDoc{}), nil)
 	errs := make([]error, n)

@@ -260,11 +260,11 @@ func testMergeCreate(t *testing.T, h Harness) {
 
 // testMergeConcurrent: 16 devices stop one session at once, each in its own
 // transaction; every stop must be on the session afterwards. Each first
-// attempt waits after its read until all 16 have read (or briefly, on stores
+// attempt waits after its read until all n have read (or briefly, on stores
 // that run one transaction at a time), so the transactions really overlap
 // and the conditional write and the retry are what keep every stop.
 func testMergeConcurrent(t *testing.T, h Harness) {
-	const n = 16
+	n := h.goroutines(16)
 	m := newMergeStore(t, h, true)
 	var attempts, reached atomic.Int64
 	allRead := make(chan struct{})
@@ -278,7 +278,7 @@ func testMergeConcurrent(t *testing.T, h Harness) {
 			if first {
 				first = false
 				tx = readBarrier{Tx: tx, wait: func() {
-					if reached.Add(1) == n {
+					if reached.Add(1) == int64(n) {
 						close(allRead)
 					}
 					select {
@@ -296,7 +296,7 @@ func testMergeConcurrent(t *testing.T, h Harness) {
 			t.Errorf("Apply %d: %v", i, err)
 		}
 	}
-	if !h.Serialized && attempts.Load() <= n {
+	if !h.Serialized && attempts.Load() <= int64(n) {
 		t.Errorf("%d attempts for %d overlapping merges: no transaction lost a race, so the test proved nothing", attempts.Load(), n)
 	}
 	raw, _ := m.raw()

@@ -131,7 +131,7 @@ func mwConcurrent64SameOpID(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	cs := f.connect(nil)
 	args := map[string]any{"text": "once", "op_id": "op-64"}
-	results := callAll(t, []*mcp.ClientSession{cs}, 64, "add_note", args)
+	results := callAll(t, []*mcp.ClientSession{cs}, h.goroutines(64), "add_note", args)
 	if t.Failed() {
 		return
 	}
@@ -155,7 +155,7 @@ func mwConcurrentAcrossServers(t *testing.T, h Harness) {
 	servers := []*mcp.Server{f.srv, f.newServer()}
 	sessions := []*mcp.ClientSession{connectTo(t, servers[0], nil), connectTo(t, servers[1], nil)}
 	args := map[string]any{"text": "twice", "op_id": "op-2p"}
-	results := callAll(t, sessions, 16, "add_note", args)
+	results := callAll(t, sessions, h.goroutines(16), "add_note", args)
 	if t.Failed() {
 		return
 	}
@@ -596,7 +596,7 @@ func mwDifferentOpsOnOneRecordLoseNothing(t *testing.T, h Harness) {
 			return nil, c, err
 		}, idem.OpID(), idem.Clock(f.clock.Now))
 	cs := connectTo(t, srv, nil)
-	const n = 16
+	n := h.goroutines(16)
 	call := func(i int) error {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bump", Arguments: map[string]any{},
 			Meta: mcp.Meta{idem.MetaOpID: fmt.Sprintf("bump-%02d", i)}})

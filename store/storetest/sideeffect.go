@@ -140,7 +140,8 @@ func seAbandon(t *testing.T, s idem.Store, clk *Clock, key string) {
 // learns the same ref.
 func seConcurrentOnce(t *testing.T, h Harness) {
 	s, clk := seNew(t, h)
-	const key, n = "concurrent", 32
+	const key = "concurrent"
+	n := h.goroutines(32)
 	seIntend(t, s, clk, key, map[string]string{"text": "hello"})
 
 	var p sePoster

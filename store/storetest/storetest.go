@@ -36,11 +36,25 @@ type Harness struct {
 	// subtest that forces a retry of fn checks only the outcome.
 	Serialized bool
 
+	// Concurrency, when positive, caps how many goroutines the cases that
+	// contend on one document start (by default 16 to 64). For stores whose
+	// test server is slow under heavy contention on one document; what
+	// the cases assert does not change.
+	Concurrency int
+
 	// MaxTransactionItems, when not zero, is the most documents one
 	// transaction may read and write together (DynamoDB's TransactWriteItems
 	// holds 100 items). Subtests that batch many writes into one
 	// transaction keep their batches well under it.
 	MaxTransactionItems int
+}
+
+// goroutines returns n, capped at h.Concurrency when that is set.
+func (h Harness) goroutines(n int) int {
+	if h.Concurrency > 0 && h.Concurrency < n {
+		return h.Concurrency
+	}
+	return n
 }
 
 // Run runs the whole suite against the backend h describes.

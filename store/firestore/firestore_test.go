@@ -1,0 +1,124 @@
+package firestore_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fs "cloud.google.com/go/firestore"
+
+	"github.com/idemkit/sdk/idem"
+	idemfs "github.com/idemkit/sdk/store/firestore"
+	"github.com/idemkit/sdk/store/storetest"
+)
+
+// emulatorHost returns the emulator's host:port from
+// IDEMKIT_FIRESTORE_EMULATOR_HOST (scripts/with-firestore.sh sets it).
+// Without one the test is skipped, except in CI, where a missing emulator
+// fails the run.
+func emulatorHost(t testing.TB) string {
+	t.Helper()
+	host := os.Getenv("IDEMKIT_FIRESTORE_EMULATOR_HOST")
+	if host == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("IDEMKIT_FIRESTORE_EMULATOR_HOST is not set: run the tests under scripts/with-firestore.sh")
+		}
+		t.Skip("IDEMKIT_FIRESTORE_EMULATOR_HOST is not set; run scripts/with-firestore.sh go test ./store/firestore/")
+	}
+	return host
+}
+
+// project is this test process's project on the emulator: its own, so that
+// clearing it at the end leaves other runs' data alone.
+var project = fmt.Sprintf("idemkit-test-%d", os.Getpid())
+
+var (
+	clientOnce sync.Once
+	client     *fs.Client
+	clientErr  error
+)
+
+// newClient returns the process's client on the emulator.
+func newClient(t testing.TB) *fs.Client {
+	t.Helper()
+	host := emulatorHost(t)
+	clientOnce.Do(func() {
+		os.Setenv("FIRESTORE_EMULATOR_HOST", host)
+		client, clientErr = fs.NewClient(context.Background(), project)
+	})
+	if clientErr != nil {
+		t.Fatalf("NewClient: %v", clientErr)
+	}
+	return client
+}
+
+// clear deletes every document of the project with the emulator's DELETE
+// endpoint.
+func clear(host string) error {
+	req, err := http.NewRequest(http.MethodDelete, "http://"+host+"/emulator/v1/projects/"+project+"/databases/(default)/documents", nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("DELETE documents: %s", res.Status)
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if host := os.Getenv("IDEMKIT_FIRESTORE_EMULATOR_HOST"); host != "" {
+		if err := clear(host); err != nil {
+			fmt.Fprintln(os.Stderr, "clearing the emulator:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+var stores atomic.Int64
+
+// newStore returns a store on collections of its own: subtests run in
+// parallel on one emulator, so each store gets its own owner root and
+// prefix rather than clearing the database under the others.
+func newStore(t testing.TB, opts *idemfs.Options) *idemfs.Store {
+	t.Helper()
+	o := idemfs.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	n := stores.Add(1)
+	o.CollectionPrefix = fmt.Sprintf("t%d_", n)
+	o.OwnerCollection = fmt.Sprintf("t%d_users", n)
+	s, err := idemfs.New(newClient(t), &o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	emulatorHost(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T, now func() time.Time) idem.Store {
+			// The emulator answers contention with "Transaction lock
+			// timeout" aborts, which Run retries: a bound above the
+			// default keeps a slow, shared machine from exhausting it.
+			return newStore(t, &idemfs.Options{Now: now, MaxDocumentBytes: 64 << 10, MaxAttempts: 100})
+		},
+		MaxDocumentBytes: 64 << 10,
+		// The emulator takes seconds to tens of seconds to work through
+		// 16 to 64 transactions contending on one document, and aborts
+		// some with "Transaction lock timeout"; 8 still makes them race.
+		Concurrency: 8,
+	})
+}
