@@ -36,7 +36,8 @@
 //
 // Everything is written through [Store] and [Tx], one small transactional
 // document contract (package idem/backend) implemented by store/memory,
-// store/sqlite and store/postgres and checked by store/storetest. [EventTime]
+// store/sqlite, store/postgres, store/dynamo and store/firestore and checked
+// by store/storetest. [EventTime]
 // keeps an event's own timestamp; [ResolveTarget] refuses to guess which
 // record a close or delete without an id means; [AfterCommit] runs outbound
 // effects after a real commit only (see package sideeffect).
