@@ -5,6 +5,12 @@
 //	typesserver -stdio                      # stdio
 //	typesserver -http 127.0.0.1:8081        # streamable HTTP, stateful (the SDK's default)
 //	typesserver -http 127.0.0.1:8081 -stateless
+//	typesserver -stdio -db types.db         # on SQLite
+//	typesserver -stdio -dynamodb http://127.0.0.1:8765 -table types
+//
+// The store is memory by default, SQLite with -db, and DynamoDB at the
+// endpoint -dynamodb names (region us-east-1) with -dynamodb, in the table
+// -table (default a fresh name per process), created at start if missing.
 //
 // -stateless serves the streamable HTTP handler with
 // StreamableHTTPOptions.Stateless set: the configuration under which
@@ -32,8 +38,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/store/memory"
-	"github.com/idemkit/sdk/store/sqlite"
 )
 
 // Address is a nested struct behind a pointer.
@@ -114,24 +118,23 @@ func newServer(s idem.Store) *mcp.Server {
 }
 
 func main() {
-	db := flag.String("db", "", "SQLite database file (default: in memory)")
+	var sf storeFlags
+	flag.StringVar(&sf.db, "db", "", "SQLite database file (default: in memory)")
+	flag.StringVar(&sf.dynamoURL, "dynamodb", "", "run on DynamoDB at this endpoint URL (default: in memory)")
+	flag.StringVar(&sf.table, "table", "", "the DynamoDB table, created if missing (default: a fresh name)")
 	addr := flag.String("http", "127.0.0.1:8081", "serve streamable HTTP on this address")
 	stdio := flag.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
 	stateless := flag.Bool("stateless", false, "serve streamable HTTP without sessions")
 	flag.Parse()
 
-	var s idem.Store = memory.New(nil)
-	if *db != "" {
-		ss, err := sqlite.Open(*db, nil)
-		if err != nil {
-			log.Fatalf("opening %s: %v", *db, err)
-		}
-		defer ss.Close()
-		s = ss
-	}
-	srv := newServer(s)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	s, closeStore, err := sf.open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer closeStore()
+	srv := newServer(s)
 
 	if *stdio {
 		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil {
