@@ -7,10 +7,12 @@
 //	typesserver -http 127.0.0.1:8081 -stateless
 //	typesserver -stdio -db types.db         # on SQLite
 //	typesserver -stdio -dynamodb http://127.0.0.1:8765 -table types
+//	typesserver -stdio -firestore 127.0.0.1:8282 -prefix t1_
 //
-// The store is memory by default, SQLite with -db, and DynamoDB at the
-// endpoint -dynamodb names (region us-east-1) with -dynamodb, in the table
-// -table (default a fresh name per process), created at start if missing.
+// The store is memory by default, SQLite with -db, DynamoDB at the endpoint
+// -dynamodb names (region us-east-1), in the table -table (default a fresh
+// name per process), created at start if missing, and Firestore on the
+// emulator -firestore names, in collections whose names begin with -prefix.
 //
 // -stateless serves the streamable HTTP handler with
 // StreamableHTTPOptions.Stateless set: the configuration under which
@@ -122,6 +124,8 @@ func main() {
 	flag.StringVar(&sf.db, "db", "", "SQLite database file (default: in memory)")
 	flag.StringVar(&sf.dynamoURL, "dynamodb", "", "run on DynamoDB at this endpoint URL (default: in memory)")
 	flag.StringVar(&sf.table, "table", "", "the DynamoDB table, created if missing (default: a fresh name)")
+	flag.StringVar(&sf.firestoreHost, "firestore", "", "run on the Firestore emulator at this host:port (default: in memory)")
+	flag.StringVar(&sf.prefix, "prefix", "", "with -firestore: put in front of this server's collection names")
 	addr := flag.String("http", "127.0.0.1:8081", "serve streamable HTTP on this address")
 	stdio := flag.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
 	stateless := flag.Bool("stateless", false, "serve streamable HTTP without sessions")

@@ -6,30 +6,50 @@ import (
 	"os"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/store/dynamo"
+	idemfs "github.com/idemkit/sdk/store/firestore"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
 // storeFlags says which store the server runs on: SQLite when db is set,
-// DynamoDB when dynamoURL is, memory otherwise.
+// DynamoDB when dynamoURL is, Firestore when firestoreHost is, memory
+// otherwise.
 type storeFlags struct {
 	db        string
 	dynamoURL string
 	table     string
+	// firestoreHost is a Firestore emulator's host:port; prefix keeps this
+	// server's collections apart from other servers' on it.
+	firestoreHost string
+	prefix        string
 }
 
 // open returns the store f names and a function that closes it. On
 // DynamoDB it creates the table first (a table that exists is kept, so
 // stdio processes started one after the other share one with -table).
 func (f storeFlags) open(ctx context.Context) (idem.Store, func(), error) {
-	switch {
-	case f.db != "" && f.dynamoURL != "":
-		return nil, nil, fmt.Errorf("-db and -dynamodb exclude each other")
+	switch n := btoi(f.db != "") + btoi(f.dynamoURL != "") + btoi(f.firestoreHost != ""); {
+	case n > 1:
+		return nil, nil, fmt.Errorf("-db, -dynamodb and -firestore exclude each other")
+	case f.firestoreHost != "":
+		// The client finds the emulator through this variable.
+		os.Setenv("FIRESTORE_EMULATOR_HOST", f.firestoreHost)
+		client, err := firestore.NewClient(ctx, "idemkit-interop")
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := idemfs.New(client, &idemfs.Options{CollectionPrefix: f.prefix, OwnerCollection: f.prefix + "users"})
+		if err != nil {
+			client.Close()
+			return nil, nil, err
+		}
+		return s, func() { client.Close() }, nil
 	case f.db != "":
 		s, err := sqlite.Open(f.db, nil)
 		if err != nil {
@@ -53,6 +73,13 @@ func (f storeFlags) open(ctx context.Context) (idem.Store, func(), error) {
 		return s, func() {}, nil
 	}
 	return memory.New(nil), func() {}, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // dynamoClient returns a DynamoDB client of the endpoint url in us-east-1,
