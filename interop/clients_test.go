@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // A plan is what a client does: sessions one after the other, each a new
@@ -130,7 +131,7 @@ func needNode(t *testing.T) {
 	if missing == nil {
 		return
 	}
-	if os.Getenv("CI") != "" {
+	if testenv.InCI() {
 		t.Fatalf("the TypeScript clients cannot run: %v", missing)
 	}
 	t.Skipf("the TypeScript clients cannot run: %v", missing)

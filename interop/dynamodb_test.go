@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // dynamoURL returns the test DynamoDB's URL from IDEMKIT_DYNAMODB_URL
@@ -17,14 +19,7 @@ import (
 // except in CI, where a missing DynamoDB fails the run.
 func dynamoURL(t *testing.T) string {
 	t.Helper()
-	url := os.Getenv("IDEMKIT_DYNAMODB_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMKIT_DYNAMODB_URL is not set: run the tests under scripts/with-dynamodb.sh")
-		}
-		t.Skip("IDEMKIT_DYNAMODB_URL is not set; run scripts/with-dynamodb.sh go test -run TestTypesOnDynamoDB ./interop/")
-	}
-	return url
+	return testenv.Service(t, "IDEMKIT_DYNAMODB_URL", "scripts/with-dynamodb.sh")
 }
 
 var dynamoTables atomic.Int64

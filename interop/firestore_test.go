@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // firestoreHost returns the Firestore emulator's host:port from
@@ -13,14 +15,7 @@ import (
 // fails the run.
 func firestoreHost(t *testing.T) string {
 	t.Helper()
-	host := os.Getenv("IDEMKIT_FIRESTORE_EMULATOR_HOST")
-	if host == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMKIT_FIRESTORE_EMULATOR_HOST is not set: run the tests under scripts/with-firestore.sh")
-		}
-		t.Skip("IDEMKIT_FIRESTORE_EMULATOR_HOST is not set; run scripts/with-firestore.sh go test -run TestTypesOnFirestore ./interop/")
-	}
-	return host
+	return testenv.Service(t, "IDEMKIT_FIRESTORE_EMULATOR_HOST", "scripts/with-firestore.sh")
 }
 
 var firestorePrefixes atomic.Int64

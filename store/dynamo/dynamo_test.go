@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/testenv"
 	"github.com/idemkit/sdk/store/dynamo"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -25,14 +26,7 @@ import (
 // except in CI, where a missing DynamoDB fails the run.
 func endpoint(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv("IDEMKIT_DYNAMODB_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMKIT_DYNAMODB_URL is not set: run the tests under scripts/with-dynamodb.sh")
-		}
-		t.Skip("IDEMKIT_DYNAMODB_URL is not set; run scripts/with-dynamodb.sh go test ./store/dynamo/")
-	}
-	return url
+	return testenv.Service(t, "IDEMKIT_DYNAMODB_URL", "scripts/with-dynamodb.sh")
 }
 
 // newClient returns a client of the test DynamoDB with dummy credentials;

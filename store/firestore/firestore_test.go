@@ -13,6 +13,7 @@ import (
 	fs "cloud.google.com/go/firestore"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/testenv"
 	idemfs "github.com/idemkit/sdk/store/firestore"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -23,14 +24,7 @@ import (
 // fails the run.
 func emulatorHost(t testing.TB) string {
 	t.Helper()
-	host := os.Getenv("IDEMKIT_FIRESTORE_EMULATOR_HOST")
-	if host == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMKIT_FIRESTORE_EMULATOR_HOST is not set: run the tests under scripts/with-firestore.sh")
-		}
-		t.Skip("IDEMKIT_FIRESTORE_EMULATOR_HOST is not set; run scripts/with-firestore.sh go test ./store/firestore/")
-	}
-	return host
+	return testenv.Service(t, "IDEMKIT_FIRESTORE_EMULATOR_HOST", "scripts/with-firestore.sh")
 }
 
 // project is this test process's project on the emulator: its own, so that

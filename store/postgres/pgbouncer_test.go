@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/testenv"
 	"github.com/idemkit/sdk/store/postgres"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -22,14 +23,7 @@ import (
 // except in CI, where a missing PgBouncer fails the run.
 func pooledURL(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv("IDEMKIT_PGBOUNCER_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMKIT_PGBOUNCER_URL is not set: run the tests under scripts/with-postgres.sh scripts/with-pgbouncer.sh")
-		}
-		t.Skip("IDEMKIT_PGBOUNCER_URL is not set; run scripts/with-postgres.sh scripts/with-pgbouncer.sh go test ./store/postgres/")
-	}
-	return url
+	return testenv.Service(t, "IDEMKIT_PGBOUNCER_URL", "scripts/with-postgres.sh scripts/with-pgbouncer.sh")
 }
 
 // pooledPool connects a pool through PgBouncer in mode, closed at cleanup.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/testenv"
 	"github.com/idemkit/sdk/store/postgres"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -25,14 +26,7 @@ import (
 // test is skipped, except in CI, where a missing server fails the run.
 func serverURL(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv("IDEMKIT_POSTGRES_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IDEMKIT_POSTGRES_URL is not set: run the tests under scripts/with-postgres.sh")
-		}
-		t.Skip("IDEMKIT_POSTGRES_URL is not set; run scripts/with-postgres.sh go test ./store/postgres/")
-	}
-	return url
+	return testenv.Service(t, "IDEMKIT_POSTGRES_URL", "scripts/with-postgres.sh")
 }
 
 // newPool connects a small pool to the test server, closed at cleanup.
