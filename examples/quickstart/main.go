@@ -198,7 +198,7 @@ const mcpPath = "/mcp"
 
 // serveHTTP serves srv over streamable HTTP at mcpPath on ln until ctx is
 // done, then shuts down: calls in progress are answered (for up to
-// shutdownTimeout), and the event streams clients keep open are ended.
+// shutdownTimeout).
 func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Server, ln net.Listener, db string) error {
 	// Stateless: every request stands alone, so every client we test
 	// against works with its defaults, mcp-go's default client included
@@ -208,26 +208,15 @@ func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Se
 	// price: the server cannot send requests to the client (elicitation,
 	// sampling), which these tools do not need.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	// A client's GET event stream stays open as long as its session lives,
-	// so Shutdown would wait for it until the timeout: end those at
-	// shutdown, and let the calls finish.
-	streams, endStreams := context.WithCancel(context.Background())
-	defer endStreams()
+	// Stateless, the handler keeps no event stream open between calls
+	// (it answers GET with 405), so Shutdown waits only for calls in
+	// progress.
 	mux := http.NewServeMux()
-	mux.HandleFunc(mcpPath, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			rctx, cancel := context.WithCancel(r.Context())
-			defer cancel()
-			defer context.AfterFunc(streams, cancel)()
-			r = r.WithContext(rctx)
-		}
-		h.ServeHTTP(w, r)
-	})
+	mux.Handle(mcpPath, h)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 not found: the MCP endpoint of this server is "+mcpPath+" (streamable HTTP)", http.StatusNotFound)
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	hs.RegisterOnShutdown(endStreams)
 
 	logger.Printf("MCP over streamable HTTP at %s (database %s)", endpointURL(ln.Addr()), db)
 	served := make(chan error, 1)
