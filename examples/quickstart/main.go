@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -217,6 +218,28 @@ func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Se
 		http.Error(w, "404 not found: the MCP endpoint of this server is "+mcpPath+" (streamable HTTP)", http.StatusNotFound)
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Shutdown waits up to 5 s for a connection that has not sent its
+	// first request (net/http counts it as idle only after that), and a
+	// client's HTTP transport keeps such spare connections: close them at
+	// shutdown, so that only calls in progress are waited for.
+	var mu sync.Mutex
+	fresh := map[net.Conn]bool{}
+	hs.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st == http.StateNew {
+			fresh[c] = true
+		} else {
+			delete(fresh, c)
+		}
+	}
+	hs.RegisterOnShutdown(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range fresh {
+			c.Close()
+		}
+	})
 
 	logger.Printf("MCP over streamable HTTP at %s (database %s)", endpointURL(ln.Addr()), db)
 	served := make(chan error, 1)
