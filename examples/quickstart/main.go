@@ -31,16 +31,15 @@ import (
 	"io"
 	"log"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/store/sqlite"
@@ -119,10 +118,6 @@ func NewServer(s idem.Store) *mcp.Server {
 	return srv
 }
 
-// shutdownTimeout bounds how long a shutdown waits for calls in progress to
-// be answered before it closes their connections.
-const shutdownTimeout = 5 * time.Second
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -195,11 +190,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // mcpPath is the URL path the MCP endpoint is served at.
-const mcpPath = "/mcp"
+const mcpPath = exserve.Path
 
 // serveHTTP serves srv over streamable HTTP at mcpPath on ln until ctx is
 // done, then shuts down: calls in progress are answered (for up to
-// shutdownTimeout).
+// exserve.ShutdownTimeout).
 func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Server, ln net.Listener, db string) error {
 	// Stateless: every request stands alone, so every client we test
 	// against works with its defaults, mcp-go's default client included
@@ -208,69 +203,8 @@ func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Se
 	// records are in the store, and a retry on a new session replays. The
 	// price: the server cannot send requests to the client (elicitation,
 	// sampling), which these tools do not need.
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	// Stateless, the handler keeps no event stream open between calls
-	// (it answers GET with 405), so Shutdown waits only for calls in
-	// progress.
-	mux := http.NewServeMux()
-	mux.Handle(mcpPath, h)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "404 not found: the MCP endpoint of this server is "+mcpPath+" (streamable HTTP)", http.StatusNotFound)
-	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	// Shutdown waits up to 5 s for a connection that has not sent its
-	// first request (net/http counts it as idle only after that), and a
-	// client's HTTP transport keeps such spare connections: close them at
-	// shutdown, so that only calls in progress are waited for.
-	var mu sync.Mutex
-	fresh := map[net.Conn]bool{}
-	hs.ConnState = func(c net.Conn, st http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		if st == http.StateNew {
-			fresh[c] = true
-		} else {
-			delete(fresh, c)
-		}
-	}
-	hs.RegisterOnShutdown(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for c := range fresh {
-			c.Close()
-		}
-	})
-
-	logger.Printf("MCP over streamable HTTP at %s (database %s)", endpointURL(ln.Addr()), db)
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	stop() // a second signal ends the process at once
-	logger.Print("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		logger.Printf("calls still running after %v; closing their connections", shutdownTimeout)
-		hs.Close()
-	}
-	return nil
-}
-
-// endpointURL is the URL a client on this machine reaches the MCP endpoint
-// at, with the port the listener got.
-func endpointURL(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return "http://" + a.String() + mcpPath
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "localhost" // listening on every address
-	}
-	return "http://" + net.JoinHostPort(host, port) + mcpPath
+	logger.Printf("MCP over streamable HTTP at %s (database %s)", exserve.EndpointURL(ln.Addr()), db)
+	return exserve.ServeHTTP(ctx, stop, logger.Printf, exserve.Handler(srv, nil), ln)
 }
 
 // runDemo plays an app whose first response is lost: it sends add_expense,

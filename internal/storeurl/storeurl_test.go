@@ -1,0 +1,53 @@
+package storeurl_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/storeurl"
+	"github.com/idemkit/sdk/internal/storeurl/storeurltest"
+)
+
+// Every kind opens, runs a write and reads it back.
+func TestOpenEveryKind(t *testing.T) {
+	for _, name := range storeurltest.Names {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, done, err := storeurl.Open(ctx, storeurltest.Fresh(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			key := idem.Key{Collection: "things", ID: "a"}
+			if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+				return tx.Create(ctx, key, map[string]int{"n": 1})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]int
+			if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+				_, err := tx.Get(ctx, key, &got)
+				return err
+			}); err != nil || got["n"] != 1 {
+				t.Fatalf("read back %v, %v", got, err)
+			}
+		})
+	}
+}
+
+// A bad value is refused with the grammar, and a password in it is not
+// repeated.
+func TestOpenRefusesBadValues(t *testing.T) {
+	for _, spec := range []string{"", "nothing", "mysql://u:secret@h/db", "sqlite:", "dynamodb://?endpoint=x", "firestore://"} {
+		_, _, err := storeurl.Open(context.Background(), spec)
+		if err == nil {
+			t.Errorf("%q opened", spec)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: error quotes the password: %v", spec, err)
+		}
+	}
+}
