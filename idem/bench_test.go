@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -84,4 +85,67 @@ func BenchmarkMiddleware(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkOverSession compares, through an in-memory MCP session, a tool
+// written with the go-sdk alone (mcp.AddTool: the SDK decodes and validates
+// the arguments, the handler writes in a bare Store.Run, the SDK encodes the
+// output) with the same tool wrapped by AddTool: a first call and a replay.
+// The difference between sdk and wrapped-first is what the middleware adds
+// to a tool a server author would otherwise write; both pay the session,
+// the schema validation and the JSON. Report the difference and the ratio
+// of one run.
+func BenchmarkOverSession(b *testing.B) {
+	ctx := context.Background()
+	s := memory.New(nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "v0"}, nil)
+	write := func(ctx context.Context, tx idem.Tx, in Note) error {
+		return tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprintf("s-%d", benchSeq.Add(1))}, in)
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "sdk_note"}, func(ctx context.Context, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+		return nil, Added{ID: "x"}, s.Run(ctx, func(ctx context.Context, tx idem.Tx) error { return write(ctx, tx, in) })
+	})
+	idem.AddTool(srv, &mcp.Tool{Name: "idem_note"}, s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+		return nil, Added{ID: "x"}, write(ctx, tx, in)
+	}, idem.OpID())
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(b *testing.B, name string, args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+		return res
+	}
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			call(b, "sdk_note", map[string]any{"text": "hello"})
+		}
+	})
+	b.Run("wrapped-first", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			call(b, "idem_note", map[string]any{"text": "hello", "op_id": "x" + strconv.FormatInt(benchSeq.Add(1), 10)})
+		}
+	})
+	b.Run("wrapped-replay", func(b *testing.B) {
+		args := map[string]any{"text": "hello", "op_id": "replayed-op"}
+		call(b, "idem_note", args)
+		b.ReportAllocs()
+		for b.Loop() {
+			if res := call(b, "idem_note", args); res.Meta[idem.MetaReplayed] != true {
+				b.Fatal("not replayed")
+			}
+		}
+	})
 }
