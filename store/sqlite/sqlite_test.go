@@ -18,7 +18,7 @@ import (
 
 const maxDoc = 64 << 10
 
-func open(t *testing.T, path string, opts *sqlite.Options) *sqlite.Store {
+func open(t testing.TB, path string, opts *sqlite.Options) *sqlite.Store {
 	t.Helper()
 	s, err := sqlite.Open(path, opts)
 	if err != nil {
