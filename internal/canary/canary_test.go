@@ -53,8 +53,8 @@ func matrix(t *testing.T, policy string) map[string]canary.Record {
 
 type want struct {
 	invocations, replays int
-	state, result       string
-	verdict             string
+	state, result        string
+	verdict              string
 }
 
 func check(t *testing.T, recs map[string]canary.Record, wants map[string]want) {
