@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/gowebpki/jcs"
@@ -138,7 +139,11 @@ func (c *Client) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp
 	unknown := &UnknownOutcomeError{Tool: params.Name, OpID: opID, ArgsHash: argsHash(send.Arguments)}
 	safe, why := replayable(tool)
 	for {
-		res, err := cs.CallTool(ctx, send)
+		// The go-sdk writes session details into _meta: every attempt
+		// gets its own copy of the caller's.
+		attempt := *send
+		attempt.Meta = maps.Clone(params.Meta)
+		res, err := cs.CallTool(ctx, &attempt)
 		unknown.Sends++
 		if err == nil {
 			return res, nil

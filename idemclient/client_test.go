@@ -304,3 +304,18 @@ func TestArgsHash(t *testing.T) {
 		t.Error("other arguments, same hash")
 	}
 }
+
+// The caller's params are not modified, its _meta included.
+func TestParamsAreNotModified(t *testing.T) {
+	f := newFixture()
+	c, _ := client(t, f.server(false), nil, "set", 1, trusted)
+	args := map[string]any{"note": "x"}
+	meta := mcp.Meta{"app/trace": "t-1"}
+	params := &mcp.CallToolParams{Name: "bump", Arguments: args, Meta: meta}
+	if _, err := c.CallTool(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	if len(args) != 1 || len(meta) != 1 || params.Arguments == nil || len(params.Meta) != 1 {
+		t.Fatalf("params changed: arguments %v, _meta %v", args, meta)
+	}
+}

@@ -1,4 +1,4 @@
-// Package canary is the post-commit-disconnect canary of issue 14: an MCP
+// Package canary is the post-commit-disconnect canary: an MCP
 // server whose tools commit and then lose their first answer, and a runner
 // that drives a client policy through every case and prints one evidence
 // record per case. Main is the `idem canary` command.
