@@ -319,3 +319,20 @@ func TestParamsAreNotModified(t *testing.T) {
 		t.Fatalf("params changed: arguments %v, _meta %v", args, meta)
 	}
 }
+
+// A JSON-RPC error from the server is an answer: returned as it is, with
+// no reconnect; so is a failure to connect, when nothing was sent.
+func TestErrorsThatAreNotLostConnections(t *testing.T) {
+	f := newFixture()
+	c, connects := client(t, f.server(false), nil, "none", 1, trusted)
+	_, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool", Arguments: counterIn{}})
+	var u *idemclient.UnknownOutcomeError
+	if err == nil || errors.As(err, &u) || connects.Load() != 1 {
+		t.Fatalf("got %v after %d connects; want the server's error after 1", err, connects.Load())
+	}
+	down := idemclient.New(func(context.Context) (*mcp.ClientSession, error) { return nil, errors.New("no route") }, trusted)
+	_, err = down.CallTool(context.Background(), &mcp.CallToolParams{Name: "bump"})
+	if err == nil || errors.As(err, &u) {
+		t.Fatalf("got %v; want the connect error", err)
+	}
+}
