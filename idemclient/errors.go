@@ -40,7 +40,7 @@ func (e *UnknownOutcomeError) Error() string {
 	if e.OpID != "" {
 		op = "an op id to reconcile with"
 	}
-	return fmt.Sprintf("idemclient: tool %q may have run: the connection was lost while the call waited (%d attempt(s), %s, arguments sha256:%s), and it was not sent again: %s; check whether it ran before running it again",
+	return fmt.Sprintf("idemclient: tool %q may have run: its answer was lost (%d attempt(s), %s, arguments sha256:%s), and it was not sent again: %s; check whether it ran before running it again",
 		e.Tool, e.Sends, op, e.ArgsHash, e.Reason)
 }
 
