@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bench.sh: runs every store's BenchmarkSuite (store/storetest.Benchmark) and
+# DynamoDB's BenchmarkFirstCall against the services the test scripts start,
+# then rewrites docs/benchmarks.md and docs/benchmarks/*.svg from the output
+# (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.
+# It takes about 5 minutes on 2 cores; the emulators run fewer iterations,
+# as their calls are slow.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" != "--inside" ]; then
+  exec scripts/with-postgres.sh scripts/with-dynamodb.sh scripts/with-firestore.sh "$0" --inside
+fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+bench() { go test -run '^$' -count 1 "$@" | tee -a "$out"; }
+bench -bench Suite -benchtime 2s ./store/memory ./store/sqlite ./store/postgres
+bench -bench 'Suite|FirstCall' -benchtime 300x ./store/dynamo
+bench -bench Suite -benchtime 20x ./store/firestore
+mkdir -p docs/benchmarks
+cp "$out" docs/benchmarks/raw.txt
+go run ./internal/benchreport -o docs < "$out"
+echo "bench.sh: wrote docs/benchmarks.md" >&2
