@@ -131,7 +131,7 @@ func classify(t rawTool) toolReport {
 		r.Class = classNonIdempotent
 		r.add(problem, "not_idempotent", "is a write without idempotentHint: a resend may write twice, so clients do not resend it and a lost answer is an unknown outcome; make it idempotent (a record key or a required op id) and say idempotentHint")
 	}
-	if r.Class != classReadOnly && !repeatWords.MatchString(t.Description) {
+	if !ro && !repeatWords.MatchString(t.Description) {
 		r.add(warning, "description_silent", "is a write whose description says nothing of record keys, op ids or retries: a model cannot tell which argument makes a repeat harmless")
 	}
 
