@@ -22,32 +22,41 @@ type total struct {
 
 var totalKey = idem.Key{Collection: "totals", ID: "main"}
 
+// addToTotal adds an expense to the total: unsafe to repeat by itself, so
+// it is served with a required op id.
+func addToTotal(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in expense) (*mcp.CallToolResult, total, error) {
+	var t total
+	v, err := tx.Get(ctx, totalKey, &t)
+	if err != nil && !errors.Is(err, idem.ErrNotFound) {
+		return nil, t, err
+	}
+	t.Cents += in.Cents
+	if v == 0 {
+		return nil, t, tx.Create(ctx, totalKey, t)
+	}
+	return nil, t, tx.Update(ctx, totalKey, v, t)
+}
+
+// readTotal reads the total in tx; none is a total of 0.
+func readTotal(ctx context.Context, tx idem.Tx) (total, error) {
+	var t total
+	if _, err := tx.Get(ctx, totalKey, &t); err != nil && !errors.Is(err, idem.ErrNotFound) {
+		return t, err
+	}
+	return t, nil
+}
+
 // newLedger returns a fresh Subject: a server whose add_expense adds to a
 // total under a required op id, on a new memory store, and the total as
 // its state.
 func newLedger(ctx context.Context) (*idemtest.Subject, error) {
 	s := memory.New(nil)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "ledger", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "add_expense"}, s,
-		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in expense) (*mcp.CallToolResult, total, error) {
-			var t total
-			v, err := tx.Get(ctx, totalKey, &t)
-			if err != nil && !errors.Is(err, idem.ErrNotFound) {
-				return nil, t, err
-			}
-			t.Cents += in.Cents
-			if v == 0 {
-				return nil, t, tx.Create(ctx, totalKey, t)
-			}
-			return nil, t, tx.Update(ctx, totalKey, v, t)
-		}, idem.RequireOpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "add_expense"}, s, addToTotal, idem.RequireOpID())
 	return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 		var t total
-		err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
-			_, err := tx.Get(ctx, totalKey, &t)
-			if errors.Is(err, idem.ErrNotFound) {
-				return nil
-			}
+		err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) (err error) {
+			t, err = readTotal(ctx, tx)
 			return err
 		})
 		return t, err

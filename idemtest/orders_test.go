@@ -21,10 +21,6 @@ type count struct {
 	N int `json:"n"`
 }
 
-type amount struct {
-	Cents int `json:"cents"`
-}
-
 // unsafeState is what the unsafe tools change, in memory.
 type unsafeState struct {
 	mu      sync.Mutex // guards the fields
@@ -54,7 +50,7 @@ func unsafeSubject(ctx context.Context) (*idemtest.Subject, error) {
 		st.Counter++
 		return nil, count{N: st.Counter}, nil
 	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "deposit"}, func(ctx context.Context, req *mcp.CallToolRequest, in amount) (*mcp.CallToolResult, count, error) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "deposit"}, func(ctx context.Context, req *mcp.CallToolRequest, in expense) (*mcp.CallToolResult, count, error) {
 		st.mu.Lock()
 		b := st.Balance
 		st.mu.Unlock()
@@ -76,15 +72,9 @@ type keyedNote struct {
 	Text string `json:"text"`
 }
 
-type ledger struct {
-	TotalCents int `json:"total_cents"`
-}
-
-var ledgerKey = idem.Key{Collection: "ledger", ID: "main"}
-
 // safeSubject serves the same writes made safe on a memory store: put_note
 // writes the note named by its id (a record key), add adds to a ledger
-// under a required op id. freshes counts the Subjects made.
+// under a required op id (addToTotal). freshes counts the Subjects made.
 func safeSubject(freshes *int) func(ctx context.Context) (*idemtest.Subject, error) {
 	var mu sync.Mutex
 	return func(ctx context.Context) (*idemtest.Subject, error) {
@@ -97,27 +87,15 @@ func safeSubject(freshes *int) func(ctx context.Context) (*idemtest.Subject, err
 			func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in keyedNote) (*mcp.CallToolResult, keyedNote, error) {
 				return nil, in, tx.Put(ctx, idem.Key{Collection: "notes", ID: in.ID}, in)
 			}, idem.Keys("id"))
-		idem.AddTool(srv, &mcp.Tool{Name: "add"}, s,
-			func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in amount) (*mcp.CallToolResult, ledger, error) {
-				var l ledger
-				v, err := tx.Get(ctx, ledgerKey, &l)
-				if err != nil && !errors.Is(err, idem.ErrNotFound) {
-					return nil, l, err
-				}
-				l.TotalCents += in.Cents
-				if v == 0 {
-					return nil, l, tx.Create(ctx, ledgerKey, l)
-				}
-				return nil, l, tx.Update(ctx, ledgerKey, v, l)
-			}, idem.RequireOpID())
+		idem.AddTool(srv, &mcp.Tool{Name: "add"}, s, addToTotal, idem.RequireOpID())
 		return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 			state := map[string]any{}
 			err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
-				var l ledger
-				if _, err := tx.Get(ctx, ledgerKey, &l); err != nil && !errors.Is(err, idem.ErrNotFound) {
+				t, err := readTotal(ctx, tx)
+				if err != nil {
 					return err
 				}
-				state["total_cents"] = l.TotalCents
+				state["total_cents"] = t.Cents
 				for _, id := range []string{"n1", "n2"} {
 					var n keyedNote
 					if _, err := tx.Get(ctx, idem.Key{Collection: "notes", ID: id}, &n); err == nil {

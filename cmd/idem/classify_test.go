@@ -103,3 +103,34 @@ func TestBooleanSubschemaPaths(t *testing.T) {
 		t.Errorf("paths %q, want %q", got, want)
 	}
 }
+
+// TestExitStatus: problems fail the audit; warnings only with -strict.
+func TestExitStatus(t *testing.T) {
+	tool := func(s string) rawTool {
+		var r rawTool
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	clean := tool(`{"name":"a","description":"Set a; safe to retry.","annotations":{"idempotentHint":true},"inputSchema":{"type":"object"}}`)
+	silent := tool(`{"name":"b","description":"Set b.","annotations":{"idempotentHint":true},"inputSchema":{"type":"object"}}`)
+	unknown := tool(`{"name":"c","description":"Add a c; do not retry.","inputSchema":{"type":"object"}}`)
+	for _, c := range []struct {
+		name   string
+		tools  []rawTool
+		strict bool
+		want   int
+	}{
+		{"no tools", nil, true, exitPass},
+		{"clean", []rawTool{clean}, true, exitPass},
+		{"a warning", []rawTool{clean, silent}, false, exitPass},
+		{"a warning, strict", []rawTool{clean, silent}, true, exitFindings},
+		{"a problem", []rawTool{clean, unknown}, false, exitFindings},
+	} {
+		r := newReport(&listing{Tools: c.tools}, "stdio", c.strict)
+		if r.ExitStatus != c.want {
+			t.Errorf("%s: exit status %d, want %d", c.name, r.ExitStatus, c.want)
+		}
+	}
+}
