@@ -26,7 +26,8 @@ var unsafeTools = map[string]struct {
 // audit looks for, beside two that are fine (set_label, lookup), and a
 // count of the tool calls it answered (the audit must make none).
 func newUnsafeServer() (*mcp.Server, *atomic.Int64) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "unsafe-test-server", Version: "v0"}, nil)
+	// Two tools a page: the audit must follow the cursor to see them all.
+	srv := mcp.NewServer(&mcp.Implementation{Name: "unsafe-test-server", Version: "v0"}, &mcp.ServerOptions{PageSize: 2})
 	calls := &atomic.Int64{}
 	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		calls.Add(1)
