@@ -11,6 +11,9 @@
 //
 // DropAndRetry does those steps in one call, SendTwice sends a call twice on
 // one connection, and SameAnswer compares two answers as a caller reads them.
+// AllOrders sends a set of calls in every order, and Concurrently sends
+// calls at once, each run on fresh state from the test's Subject, and they
+// compare the end states.
 package idemtest
 
 import (

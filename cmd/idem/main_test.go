@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// asServer, set in the environment, makes the test binary serve the
+// unsafe test server on stdin/stdout instead of running tests, so that the
+// audit can start it as a command.
+const asServer = "IDEM_AUDIT_TEST_SERVE_UNSAFE"
+
+// bins holds the binaries TestMain builds: idem itself and the examples.
+var bins = map[string]string{}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asServer) == "1" {
+		srv, _ := newUnsafeServer()
+		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "idem-audit-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	pkgs := map[string]string{"idem": "."}
+	for _, e := range auditedExamples {
+		pkgs[e.name] = "../../examples/" + e.name
+	}
+	errs := make(chan error, len(pkgs))
+	for name, pkg := range pkgs {
+		out := filepath.Join(dir, name)
+		bins[name] = out
+		go func() {
+			// go test puts its own go first in PATH.
+			b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+			}
+			errs <- err
+		}()
+	}
+	for range pkgs {
+		if err := <-errs; err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// audit runs idem audit in this process with args and returns its exit
+// status and what it printed.
+func audit(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	status = run(append([]string{"audit"}, args...), &out, &errOut)
+	return status, out.String(), errOut.String()
+}
+
+// auditJSON runs idem audit -json with args and reads its report.
+func auditJSON(t *testing.T, args ...string) (int, *report) {
+	t.Helper()
+	status, stdout, stderr := audit(t, append([]string{"-json"}, args...)...)
+	var r report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("exit status %d, stdout %q is not a report: %v\nstderr: %s", status, stdout, err, stderr)
+	}
+	if r.ExitStatus != status {
+		t.Errorf("report says exit status %d, the command returned %d", r.ExitStatus, status)
+	}
+	return status, &r
+}
+
+var urlInLog = regexp.MustCompile(`http://[^\s)"']+`)
+
+// startHTTP starts bin with args (which serve HTTP on a free port) and
+// returns the endpoint URL it prints on stderr; the process is killed when
+// t ends.
+func startHTTP(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = t.TempDir()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		logs bytes.Buffer
+	)
+	found := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			fmt.Fprintln(&logs, sc.Text())
+			mu.Unlock()
+			if u := urlInLog.FindString(sc.Text()); u != "" {
+				select {
+				case found <- u:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		<-done
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("%s stderr:\n%s", filepath.Base(bin), logs.String())
+			mu.Unlock()
+		}
+	})
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s printed no URL within 30 s", filepath.Base(bin))
+		return ""
+	}
+}
