@@ -4,6 +4,7 @@
 //	go install ./cmd/idem                              # from a checkout of idemkit
 //	idem audit -- go run ./examples/quickstart -stdio  # a server started over stdio
 //	idem audit -url http://127.0.0.1:8080/mcp          # a server over streamable HTTP
+//	idem canary                                        # the post-commit-disconnect matrix, safe-retry client
 //	idem help audit                                    # what audit checks, its flags, exit status
 //
 // Each subcommand is a function with the signature of [subcommands]' values:
@@ -16,6 +17,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/idemkit/sdk/internal/canary"
 )
 
 // A subcommand is one "idem NAME": run parses args (what follows NAME) and
@@ -26,7 +29,8 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
-	"audit": {runAudit, "list a server's tools and say which a client may safely send twice (calls no tool)"},
+	"audit":  {runAudit, "list a server's tools and say which a client may safely send twice (calls no tool)"},
+	"canary": {canary.Main, "run the post-commit-disconnect matrix against a client policy"},
 }
 
 func main() {
