@@ -57,15 +57,11 @@ func runDemo(ctx context.Context, s idem.Store, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "So: each retry after a lost answer was answered from the stored result (op_id) or wrote the same record (keys):
-")
-	fmt.Fprintf(w, "the day holds %d steps (1200 + 300, each once), %d logged minutes (25, once) and %d sessions; the phone's stop
-",
+	fmt.Fprintf(w, "So: each retry after a lost answer was answered from the stored result (op_id) or wrote the same record (keys):\n")
+	fmt.Fprintf(w, "the day holds %d steps (1200 + 300, each once), %d logged minutes (25, once) and %d sessions; the phone's stop\n",
 		dy.Steps, dy.loggedMinutes(), len(dy.Sessions))
-	fmt.Fprintf(w, "queued at 14:05 was recorded at 14:05, both arrival orders stored the same session, and a stop or delete without
-")
-	fmt.Fprintf(w, "an id from a connection that started nothing was refused with the candidates and their ids.
-")
+	fmt.Fprintf(w, "queued at 14:05 was recorded at 14:05, both arrival orders stored the same session, and a stop or delete without\n")
+	fmt.Fprintf(w, "an id from a connection that started nothing was refused with the candidates and their ids.\n")
 	return nil
 }
 
