@@ -109,7 +109,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	lo := idem.Logger(log)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, &mcp.ServerOptions{Logger: log})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
 	no, yes := ptr(false), ptr(true)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "start_focus",
@@ -357,11 +357,8 @@ func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	} else if s, ver, err := get[Session](ctx, tx, key(req, colSessions, id)); err != nil {
 		return nil, Started{}, err
 	} else if ver != 0 {
-		// This session was started before (and may have ended since):
-		// the same answer again, nothing started.
-		if s.Deleted {
-			return nil, Started{}, refuse("that session was deleted; start a new one with a new session_id")
-		}
+		// This session was started before (and may have ended or been
+		// deleted since): the same answer again, nothing started.
 		return nil, startedOf(s), nil
 	}
 
