@@ -23,28 +23,21 @@ func k(collection, id string) idem.Key { return idem.Key{Collection: collection,
 type write struct {
 	name  string
 	tool  string
-	setup []struct {
-		tool string
-		args map[string]any
-	}
-	args map[string]any
-	keys []idem.Key
+	setup []callSpec
+	args  map[string]any
+	keys  []idem.Key
 }
 
-func setup(tool string, args map[string]any) struct {
+// A callSpec is a call to make before the one under test.
+type callSpec struct {
 	tool string
 	args map[string]any
-} {
-	return struct {
-		tool string
-		args map[string]any
-	}{tool, args}
 }
 
 // writes lists a call of every write tool, with each way a repeat is
 // recognised: a record key, an op id, or the device's running slot.
 func writes() []write {
-	started := setup("start_focus", start("phone", "s1", at("13:30")))
+	started := []callSpec{{"start_focus", start("phone", "s1", at("13:30"))}}
 	session := []idem.Key{k(colSessions, "s1"), k(colRunning, "phone"), k(colIndex, "running"), k(colDays, "2026-03-02")}
 	return []write{
 		{name: "start_focus_session_id", tool: "start_focus", args: start("phone", "s1", at("13:30")), keys: session},
@@ -52,26 +45,14 @@ func writes() []write {
 			keys: []idem.Key{k(colRunning, "phone"), k(colIndex, "running"), k(colDays, "2026-03-02")}},
 		{name: "start_focus_op_id", tool: "start_focus", args: withOp(start("phone", "", at("13:30")), "op-start"),
 			keys: []idem.Key{k(colRunning, "phone"), k(colIndex, "running"), k(colDays, "2026-03-02")}},
-		{name: "end_focus_session_id", tool: "end_focus", setup: []struct {
-			tool string
-			args map[string]any
-		}{started}, args: map[string]any{"session_id": "s1", "device": "laptop", "end_at": at("14:20"), "summary": "done"}, keys: session},
-		{name: "end_focus_op_id", tool: "end_focus", setup: []struct {
-			tool string
-			args map[string]any
-		}{started}, args: map[string]any{"session_id": "s1", "device": "phone", "end_at": at("14:05"), "outcome": "abandoned", "op_id": "op-stop"}, keys: session},
-		{name: "delete_session", tool: "delete_session", setup: []struct {
-			tool string
-			args map[string]any
-		}{started}, args: map[string]any{"session_id": "s1"}, keys: session},
+		{name: "end_focus_session_id", tool: "end_focus", setup: started, args: map[string]any{"session_id": "s1", "device": "laptop", "end_at": at("14:20"), "summary": "done"}, keys: session},
+		{name: "end_focus_op_id", tool: "end_focus", setup: started, args: map[string]any{"session_id": "s1", "device": "phone", "end_at": at("14:05"), "outcome": "abandoned", "op_id": "op-stop"}, keys: session},
+		{name: "delete_session", tool: "delete_session", setup: started, args: map[string]any{"session_id": "s1"}, keys: session},
 		{name: "log_session", tool: "log_session", args: map[string]any{"log_id": "walk-1", "date": "2026-03-02", "minutes": 25, "note": "walk"},
 			keys: []idem.Key{k(colLogs, "walk-1"), k(colDays, "2026-03-02")}},
 		{name: "add_steps", tool: "add_steps", args: map[string]any{"date": "2026-03-02", "steps": 1200, "op_id": "op-steps"},
 			keys: []idem.Key{k(colDays, "2026-03-02")}},
-		{name: "heartbeat", tool: "heartbeat", setup: []struct {
-			tool string
-			args map[string]any
-		}{started}, args: map[string]any{"session_id": "s1", "at": at("13:50"), "note": "outline done"},
+		{name: "heartbeat", tool: "heartbeat", setup: started, args: map[string]any{"session_id": "s1", "at": at("13:50"), "note": "outline done"},
 			keys: append(session, k(colHeartbeats, "s1@"+at("13:50")))},
 	}
 }
@@ -81,40 +62,47 @@ func withOp(m map[string]any, op string) map[string]any {
 	return m
 }
 
-// TestSendTwice sends each write tool's call twice (the same key or the
-// same op id): the same answer, and every document it touches unchanged by
-// the second call.
-func TestSendTwice(t *testing.T) {
+// eachWrite runs fn for every write of writes() on every store, each on
+// its own user's records (a fresh store per case would cost a table per
+// case on the services), after the write's set-up calls.
+func eachWrite(t *testing.T, fn func(t *testing.T, h *harness, cs *mcp.ClientSession, w write)) {
 	eachStore(t, func(t *testing.T, h *harness) {
 		for _, w := range writes() {
 			t.Run(w.name, func(t *testing.T) {
-				// Each case on its own user's records: a fresh store per
-				// case would cost a table per case on the services.
 				h := h.asUser(t, w.name)
 				cs := h.connect()
 				for _, s := range w.setup {
 					h.ok(cs, s.tool, s.args)
 				}
-				first := h.ok(cs, w.tool, w.args)
-				before := h.snapshot(h.owned(w.keys))
-				second := h.ok(cs, w.tool, w.args)
-				if err := idemtest.SameAnswer(first, second); err != nil {
-					t.Errorf("the second answer differs: %v", err)
-				}
-				after := h.snapshot(h.owned(w.keys))
-				for key, b := range before {
-					if after[key] != b {
-						t.Errorf("%s changed on the second call:\n%s\n%s", key, b, after[key])
-					}
-				}
-				if w.tool == "start_focus" {
-					var now Now
-					structured(t, h.ok(cs, "get_now", map[string]any{}), &now)
-					if len(now.Running) != 1 {
-						t.Errorf("%d running sessions after two starts, want 1: %+v", len(now.Running), now.Running)
-					}
-				}
+				fn(t, h, cs, w)
 			})
+		}
+	})
+}
+
+// TestSendTwice sends each write tool's call twice (the same key or the
+// same op id): the same answer, and every document it touches unchanged by
+// the second call.
+func TestSendTwice(t *testing.T) {
+	eachWrite(t, func(t *testing.T, h *harness, cs *mcp.ClientSession, w write) {
+		first := h.ok(cs, w.tool, w.args)
+		before := h.snapshot(h.owned(w.keys))
+		second := h.ok(cs, w.tool, w.args)
+		if err := idemtest.SameAnswer(first, second); err != nil {
+			t.Errorf("the second answer differs: %v", err)
+		}
+		after := h.snapshot(h.owned(w.keys))
+		for key, b := range before {
+			if after[key] != b {
+				t.Errorf("%s changed on the second call:\n%s\n%s", key, b, after[key])
+			}
+		}
+		if w.tool == "start_focus" {
+			var now Now
+			structured(t, h.ok(cs, "get_now", map[string]any{}), &now)
+			if len(now.Running) != 1 {
+				t.Errorf("%d running sessions after two starts, want 1: %+v", len(now.Running), now.Running)
+			}
 		}
 	})
 }
@@ -124,42 +112,33 @@ func TestSendTwice(t *testing.T) {
 // answered from the stored result without running the handler; a keyed
 // call runs again and writes the same record.
 func TestDropAndRetry(t *testing.T) {
-	eachStore(t, func(t *testing.T, h *harness) {
-		for _, w := range writes() {
-			t.Run(w.name, func(t *testing.T) {
-				h := h.asUser(t, w.name)
-				cs := h.connect()
-				for _, s := range w.setup {
-					h.ok(cs, s.tool, s.args)
-				}
-				ran0, com0 := h.f.Runs(w.tool)
-				d := &idemtest.Dropper{Tool: w.tool}
-				lossy, err := idemtest.Connect(h.ctx, h.srv, d.Wrap)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := lossy.CallTool(h.ctx, &mcp.CallToolParams{Name: w.tool, Arguments: w.args}); err == nil || d.Dropped() != 1 {
-					t.Fatalf("the first answer was not lost: %v", err)
-				}
-				lossy.Close()
-				_, com1 := h.f.Runs(w.tool)
-				committed := h.snapshot(h.owned(w.keys))
-				res := h.ok(h.connect(), w.tool, w.args)
-				ran2, com2 := h.f.Runs(w.tool)
-				if com1-com0 != 1 {
-					t.Fatalf("the lost call committed %d times, want 1", com1-com0)
-				}
-				if _, hasOp := w.args["op_id"]; hasOp {
-					if ran2-ran0 != 1 || com2-com0 != 1 || res.Meta[idem.MetaReplayed] != true {
-						t.Errorf("op id retry: handler ran %d times, committed %d, replayed %v; want 1, 1, true", ran2-ran0, com2-com0, res.Meta[idem.MetaReplayed])
-					}
-				}
-				for _, key := range h.owned(w.keys) {
-					if got := h.doc(key); got != committed[key.String()] {
-						t.Errorf("%s changed on the retry:\n%s\n%s", key, committed[key.String()], got)
-					}
-				}
-			})
+	eachWrite(t, func(t *testing.T, h *harness, _ *mcp.ClientSession, w write) {
+		ran0, com0 := h.f.Runs(w.tool)
+		d := &idemtest.Dropper{Tool: w.tool}
+		lossy, err := idemtest.Connect(h.ctx, h.srv, d.Wrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lossy.CallTool(h.ctx, &mcp.CallToolParams{Name: w.tool, Arguments: w.args}); err == nil || d.Dropped() != 1 {
+			t.Fatalf("the first answer was not lost: %v", err)
+		}
+		lossy.Close()
+		_, com1 := h.f.Runs(w.tool)
+		committed := h.snapshot(h.owned(w.keys))
+		res := h.ok(h.connect(), w.tool, w.args)
+		ran2, com2 := h.f.Runs(w.tool)
+		if com1-com0 != 1 {
+			t.Fatalf("the lost call committed %d times, want 1", com1-com0)
+		}
+		if _, hasOp := w.args["op_id"]; hasOp {
+			if ran2-ran0 != 1 || com2-com0 != 1 || res.Meta[idem.MetaReplayed] != true {
+				t.Errorf("op id retry: handler ran %d times, committed %d, replayed %v; want 1, 1, true", ran2-ran0, com2-com0, res.Meta[idem.MetaReplayed])
+			}
+		}
+		for _, key := range h.owned(w.keys) {
+			if got := h.doc(key); got != committed[key.String()] {
+				t.Errorf("%s changed on the retry:\n%s\n%s", key, committed[key.String()], got)
+			}
 		}
 	})
 }
