@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tests in this file run the command as a newcomer does: built with go
+// build, started as a process of its own, and read from its output.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// focusBinary builds the command once per test run and returns its path.
+func focusBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "focus-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "focus")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// TestDemo runs -demo twice in one folder: it exits 0, prints the table
+// with what each call did, prints the same both times apart from the
+// server-made session id, and leaves nothing in the folder.
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	serverID := regexp.MustCompile(`s-[A-Z2-7]{10}`)
+	demo := func() string {
+		t.Helper()
+		cmd := exec.Command(focusBinary(t), "-demo")
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("-demo: %v; stderr: %q", err, stderr.String())
+		}
+		return serverID.ReplaceAllString(string(out), "s-ID")
+	}
+	first, second := demo(), demo()
+	if first != second {
+		t.Fatalf("two runs differ:\n%s\n---\n%s", first, second)
+	}
+	header := regexp.MustCompile(`(?m)^#\s+call\s+attempt\s+handler\s+answer$`)
+	if !header.MatchString(first) {
+		t.Fatalf("no table header:\n%s", first)
+	}
+	for _, want := range []string{
+		"retry, new connection  did not run",
+		"(replayed from the stored result)",
+		"stopped: end set to 14:05, outcome done",
+		"shortened: end moved from 14:20 to 14:05",
+		"the same session in both orders",
+		"refused: ambiguous_target",
+		`"id":"s-mail"`,
+		"16 at once",
+		"1 distinct answer(s) of 16",
+		"the day holds 1500 steps",
+		"25 logged minutes",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("output lacks %q:\n%s", want, first)
+		}
+	}
+	if strings.Contains(first, "DIFFERENT") {
+		t.Errorf("the two arrival orders stored different sessions:\n%s", first)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("the demo left %v in its folder", left)
+	}
+}
+
+var urlLog = regexp.MustCompile(`url=(http://\S+)`)
+
+// TestHTTPServesAndStopsOnSIGTERM starts the command over HTTP with a user
+// on a SQLite file, calls a tool with the user's token, and sends SIGTERM:
+// it exits with status 0 and says it stopped.
+func TestHTTPServesAndStopsOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(focusBinary(t), "-http", "127.0.0.1:0", "-user", "tok-a=alice", "-store", "sqlite:"+filepath.Join(dir, "f.db"))
+	cmd.Dir = dir
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	urls := make(chan string, 1)
+	var mu sync.Mutex
+	var logged strings.Builder
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			mu.Lock()
+			logged.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if m := urlLog.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	var url string
+	select {
+	case url = <-urls:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no URL logged within 30 s")
+	}
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"tok-a"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "start_focus", Arguments: start("phone", "s1", "")})
+	if err != nil || res.IsError {
+		t.Fatalf("start_focus: %v %v", err, res)
+	}
+	cs.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || !strings.Contains(logged.String(), "msg=stopped") || strings.Contains(logged.String(), "still running after") {
+			t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, logged.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("still running 15 s after SIGTERM")
+	}
+}
