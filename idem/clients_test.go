@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -138,8 +139,10 @@ func TestFalseSubschemaRefusedAtRegistration(t *testing.T) {
 }
 
 // Finding 2: the hint is a promise about every call. An optional op id
-// without keys does not make a tool idempotent; a required one does, and
-// so do keys, with or without an optional op id.
+// without keys does not make a tool idempotent (and claiming it is refused);
+// a required one does, and so do keys, with or without an optional op id,
+// and so does the author's claim for a handler whose own logic makes a
+// repeat harmless.
 func TestIdempotentHintHoldsForEveryCall(t *testing.T) {
 	type note struct {
 		Text string `json:"text"`
@@ -149,18 +152,31 @@ func TestIdempotentHintHoldsForEveryCall(t *testing.T) {
 	cases := []struct {
 		name       string
 		opts       []idem.Option
+		claimed    bool // the author's annotations say idempotent
 		idempotent bool
 		required   []string
 	}{
-		{"optional_op_id", []idem.Option{idem.OpID()}, false, nil},
-		{"required_op_id", []idem.Option{idem.RequireOpID()}, true, []string{"op_id"}},
-		{"keys", []idem.Option{idem.Keys("text")}, true, []string{"text"}},
-		{"keys_and_optional_op_id", []idem.Option{idem.Keys("text"), idem.OpID()}, true, []string{"text"}},
-		{"nothing", nil, false, nil},
+		{"optional_op_id", []idem.Option{idem.OpID()}, false, false, nil},
+		{"required_op_id", []idem.Option{idem.RequireOpID()}, false, true, []string{"op_id"}},
+		{"keys", []idem.Option{idem.Keys("text")}, false, true, []string{"text"}},
+		{"keys_and_optional_op_id", []idem.Option{idem.Keys("text"), idem.OpID()}, false, true, []string{"text"}},
+		{"keys_and_optional_op_id_claimed", []idem.Option{idem.Keys("text"), idem.OpID()}, true, true, []string{"text"}},
+		{"nothing", nil, false, false, nil},
+		{"nothing_claimed", nil, true, true, nil},
 	}
 	for _, c := range cases {
-		idem.AddTool(srv, &mcp.Tool{Name: c.name, Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, s, noop[note], c.opts...)
+		idem.AddTool(srv, &mcp.Tool{Name: c.name, Annotations: &mcp.ToolAnnotations{IdempotentHint: c.claimed}}, s, noop[note], c.opts...)
 	}
+	// Claiming idempotent for a tool whose op id is optional, without keys,
+	// is refused at registration.
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "op id is optional") {
+				t.Errorf("optional op id claimed idempotent: recovered %v, want a refusal", r)
+			}
+		}()
+		idem.AddTool(srv, &mcp.Tool{Name: "optional_op_id_claimed", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, s, noop[note], idem.OpID())
+	}()
 	tools := listTools(t, srv)
 	for _, c := range cases {
 		tool := tools[c.name]

@@ -17,9 +17,13 @@ import (
 //
 //   - IdempotentHint is true only when every repeat of the same arguments has
 //     no further effect: the tool has record keys ([Keys]) or requires an op
-//     id ([RequireOpID]), or it claims to be read-only. A tool that only
-//     accepts an optional op id ([OpID]) says false. Clients such as agents
-//     that reconnect send a lost call again on this hint.
+//     id ([RequireOpID]), or it claims to be read-only, or t's own
+//     annotations say so, for a handler whose own logic makes a repeat
+//     harmless (a tombstone, a target it refuses to guess). A tool that only
+//     accepts an optional op id ([OpID]) says false, and claiming true for
+//     one, without keys, is refused: a call without the op id is not safe to
+//     repeat. Clients such as agents that reconnect send a lost call again
+//     on this hint.
 //   - The description says which arguments are record keys and who mints
 //     op_id, so a model does not invent one.
 //   - The input schema lists the keys (and a required op_id) in required and
@@ -39,7 +43,8 @@ import (
 // and h's own message, or with the code of an *[Error] h returned.
 //
 // t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
-// to be both read-only and destructive, if a key names no input property, if
+// to be both read-only and destructive, or idempotent with only an optional
+// op id, if a key names no input property, if
 // a schema cannot be inferred, or if a schema holds a false subschema where
 // strict clients reject it.
 func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) {
@@ -73,7 +78,10 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 	if ann.ReadOnlyHint && ann.DestructiveHint != nil && *ann.DestructiveHint {
 		return nil, fmt.Errorf("annotations claim both read-only and destructive")
 	}
-	ann.IdempotentHint = ann.ReadOnlyHint || len(c.keys) > 0 || c.requireOpID
+	if ann.IdempotentHint && c.opID && !c.requireOpID && len(c.keys) == 0 {
+		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use Keys or RequireOpID, or drop the claim)")
+	}
+	ann.IdempotentHint = ann.IdempotentHint || ann.ReadOnlyHint || len(c.keys) > 0 || c.requireOpID
 	tt.Annotations = &ann
 
 	schema, err := inputSchema[In](t)

@@ -97,13 +97,22 @@ var focusChecks = []check{
 		refused(t, out, "stop_before_start", "event_before_start")
 	}},
 	{"honest_idempotent_hint", func(t *testing.T, out map[string]outcome) {
+		// Every write is idempotent: keyed (start_focus and end_focus by the
+		// device's slot and stop, log_session, heartbeat), a required op id
+		// (add_steps), or by its own logic (delete_session: a tombstone, and
+		// no guessed target). A tool with an optional op id must have keys.
 		for _, name := range []string{"start_focus", "end_focus", "delete_session", "log_session", "add_steps", "heartbeat"} {
 			tool := listedTool(t, out["list"], name)
 			hint := mapAt(tool, "annotations")["idempotentHint"] == true
-			keyed := slices.Contains([]string{"log_session", "heartbeat"}, name)
-			required := slices.Contains(stringsOf(mapAt(tool, "inputSchema")["required"]), "op_id")
-			if hint != (keyed || required) {
-				t.Errorf("%s: idempotentHint %v, but keyed %v and op_id required %v", name, hint, keyed, required)
+			props := mapAt(mapAt(tool, "inputSchema"), "properties")
+			required := stringsOf(mapAt(tool, "inputSchema")["required"])
+			_, takesOpID := props["op_id"]
+			keyed := slices.Contains([]string{"start_focus", "end_focus", "log_session", "heartbeat"}, name)
+			if !hint {
+				t.Errorf("%s: idempotentHint false", name)
+			}
+			if takesOpID && !slices.Contains(required, "op_id") && !keyed {
+				t.Errorf("%s: idempotent with an optional op id and no keys", name)
 			}
 		}
 	}},

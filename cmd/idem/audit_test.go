@@ -32,6 +32,16 @@ var auditedExamples = []struct {
 		http:  func(dir string) []string { return []string{"-http", "127.0.0.1:0", "-db", filepath.Join(dir, "q.db")} },
 		want:  map[string]class{"add_expense": classIdempotent, "set_budget": classIdempotent, "get_operation": classReadOnly},
 	},
+	{
+		name:  "focus",
+		stdio: func(dir string) []string { return []string{"-store", "sqlite:" + filepath.Join(dir, "f.db")} },
+		http:  func(dir string) []string { return []string{"-http", "127.0.0.1:0", "-store", "sqlite:" + filepath.Join(dir, "f.db")} },
+		want: map[string]class{
+			"start_focus": classIdempotent, "end_focus": classIdempotent, "delete_session": classIdempotent,
+			"log_session": classIdempotent, "add_steps": classIdempotent, "heartbeat": classIdempotent,
+			"get_now": classReadOnly, "list_sessions": classReadOnly, "get_operation": classReadOnly,
+		},
+	},
 }
 
 // TestExamplesPass audits each example server over stdio and over HTTP:

@@ -336,7 +336,7 @@ func TestAnnotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][2]bool{ // idempotent, read-only
-		"start_focus": {false, false}, "end_focus": {false, false}, "delete_session": {false, false},
+		"start_focus": {true, false}, "end_focus": {true, false}, "delete_session": {true, false},
 		"log_session": {true, false}, "add_steps": {true, false}, "heartbeat": {true, false},
 		"get_now": {true, true}, "list_sessions": {true, true}, "get_operation": {true, true},
 	}

@@ -117,7 +117,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"this answers that session instead of starting another. Send session_id (an id your app mints) to make a " +
 			"retry name the same session; started_at is when the user pressed start, for a queued request.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
-	}, s, counted(f, "start_focus", f.startFocus), idem.OpID(), lo)
+	}, s, counted(f, "start_focus", f.startFocus), idem.Keys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "end_focus",
 		Description: "Stop a focus session. Send session_id (from get_now or start_focus). Without it, only a session " +
@@ -126,13 +126,16 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"earliest end wins, every stop is kept, done beats other outcomes, a differing later summary goes to the notes. " +
 			"end_at is when the user pressed stop, for a queued request. The answer says what this stop changed.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
-	}, s, counted(f, "end_focus", f.endFocus), idem.OpID(), lo)
+	}, s, counted(f, "end_focus", f.endFocus), idem.Keys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "delete_session",
 		Description: "Delete a focus session. Send session_id; without it, only a session this connection started and " +
-			"still runs is deleted, otherwise the answer lists the running sessions and their ids. Deleting a deleted " +
-			"session answers the same and deletes nothing.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
+			"still runs is deleted, otherwise the answer lists the running sessions and their ids. A repeat (a retry, " +
+			"or deleting a deleted session) answers the same and deletes nothing.",
+		// Idempotent by its own logic: a deleted session stays a tombstone
+		// (a second delete answers the same), and without an id only a
+		// session this connection still runs is a target.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, IdempotentHint: true},
 	}, s, counted(f, "delete_session", f.deleteSession), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "log_session",
