@@ -35,7 +35,9 @@ var auditedExamples = []struct {
 	{
 		name:  "focus",
 		stdio: func(dir string) []string { return []string{"-store", "sqlite:" + filepath.Join(dir, "f.db")} },
-		http:  func(dir string) []string { return []string{"-http", "127.0.0.1:0", "-store", "sqlite:" + filepath.Join(dir, "f.db")} },
+		http: func(dir string) []string {
+			return []string{"-http", "127.0.0.1:0", "-store", "sqlite:" + filepath.Join(dir, "f.db")}
+		},
 		want: map[string]class{
 			"start_focus": classIdempotent, "end_focus": classIdempotent, "delete_session": classIdempotent,
 			"log_session": classIdempotent, "add_steps": classIdempotent, "heartbeat": classIdempotent,
