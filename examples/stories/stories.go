@@ -455,9 +455,9 @@ func (a *app) reportCheck(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 // then the state of its posts, read from their markers after that
 // transaction (a marker is read in a transaction of its own).
 func (a *app) getStoryTool() (*mcp.Tool, mcp.ToolHandler) {
-	t := &mcp.Tool{Name: "get_story", Description: "Read a story: its content, revisions, reproductions, checks and the posts made.",
+	t := &mcp.Tool{Name: "get_story", Description: "Read the story named by slug: its content, revisions, reproductions, checks and the posts made. Writes nothing.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
-	tool, read := idem.Tool(t, a.store, a.readView, idem.Keys("slug"), idem.Logger(a.log))
+	tool, read := idem.Tool(t, a.store, a.readView, idem.Logger(a.log))
 	return tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := read(ctx, req)
 		if err != nil || res.IsError {
