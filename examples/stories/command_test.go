@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,41 +17,22 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The tests in this file run the command as a newcomer does: built with go
-// build and started as a process of its own.
-
-var (
-	buildOnce sync.Once
-	binDir    string // removed by TestMain
-	binPath   string
-	buildErr  error
-)
+// The tests in this file run the command as a process of its own: the
+// test binary acts as the command when STORIES_AS_MAIN is set, so nothing
+// is built twice.
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	if os.Getenv("STORIES_AS_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-// storiesBinary builds the command once per test run and returns its path.
-func storiesBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "stories-bin-"); buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "stories")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+// command returns the command with args.
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "STORIES_AS_MAIN=1")
+	return cmd
 }
 
 // TestDemo runs -demo in an empty folder: it exits 0, prints a row per
@@ -60,7 +40,7 @@ func storiesBinary(t *testing.T) string {
 // folder empty (the demo uses a fresh temporary database).
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(storiesBinary(t), "-demo")
+	cmd := command("-demo")
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -95,7 +75,7 @@ var urlLine = regexp.MustCompile(`msg="MCP over streamable HTTP" .*url=(http://\
 // with one user, publishes through it, and sends SIGTERM: it exits 0
 // without waiting out the shutdown timeout.
 func TestHTTPServesAndStopsOnSIGTERM(t *testing.T) {
-	cmd := exec.Command(storiesBinary(t), "-http", "127.0.0.1:0", "-user", "tok=alice", "-store", "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
+	cmd := command("-http", "127.0.0.1:0", "-user", "tok=alice", "-store", "sqlite:"+filepath.Join(t.TempDir(), "s.db"))
 	cmd.Dir = t.TempDir()
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {

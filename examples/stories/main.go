@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
@@ -99,7 +100,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		*social = url
-		log.Info("social service started", "url", url)
+		// Logged without its scheme: the first URL a server logs is its
+		// MCP endpoint.
+		log.Info("social service started", "addr", strings.TrimPrefix(url, "http://"))
 	}
 	a := newApp(store, newPoster(*social), log)
 

@@ -51,10 +51,14 @@ func newEnv(t *testing.T, name string) *env {
 	return &env{t: t, name: name, ctx: ctx, store: s, social: social, a: a, srv: a.server()}
 }
 
-// onEveryStore runs fn on a fresh server per kind of store.
+// onEveryStore runs fn on a fresh server per kind of store, the stores in
+// parallel (most of the time is spent waiting for the services).
 func onEveryStore(t *testing.T, fn func(t *testing.T, e *env)) {
 	for _, name := range storeurltest.Names {
-		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, name)) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newEnv(t, name))
+		})
 	}
 }
 
