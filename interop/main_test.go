@@ -19,6 +19,7 @@ import (
 var bins struct {
 	quickstart string
 	types      string
+	stories    string
 }
 
 func TestMain(m *testing.M) {
@@ -34,7 +35,8 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	bins.quickstart = filepath.Join(dir, "quickstart")
 	bins.types = filepath.Join(dir, "typesserver")
-	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.types: "./typesserver"}
+	bins.stories = filepath.Join(dir, "stories")
+	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.types: "./typesserver", bins.stories: "../examples/stories"}
 	errs := make(chan error, len(builds))
 	for out, pkg := range builds {
 		go func() {
