@@ -72,22 +72,30 @@ func (e *env) connect(t *testing.T) *mcp.ClientSession {
 	return cs
 }
 
-// call sends one call, and again while it is refused as contended or busy
-// (what those codes ask a client to do); it fails t on a transport error.
-func call(t *testing.T, ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
+// send sends one call, and again while it is refused as contended or busy
+// (what those codes ask a client to do).
+func send(ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
+			return nil, err
 		}
 		code := res.Meta[idem.MetaError]
-		if (code == string(idem.CodeContended) || code == string(idem.CodeBusy)) && attempt < 20 {
-			time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
-			continue
+		if (code != string(idem.CodeContended) && code != string(idem.CodeBusy)) || attempt == 20 {
+			return res, nil
 		}
-		return res
+		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
 	}
+}
+
+// call is send, failing t on a transport error.
+func call(t *testing.T, ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := send(ctx, cs, tool, args)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
 }
 
 // ok is call for a call that must succeed.
@@ -308,14 +316,7 @@ func (e *env) storm(t *testing.T, tool string, calls []map[string]any) []*mcp.Ca
 			<-start
 			inFlight <- struct{}{}
 			defer func() { <-inFlight }()
-			res, err := sessions[i].CallTool(e.ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-			for attempt := 1; err == nil && attempt < 20; attempt++ {
-				if c := res.Meta[idem.MetaError]; c != string(idem.CodeContended) && c != string(idem.CodeBusy) {
-					break
-				}
-				time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
-				res, err = sessions[i].CallTool(e.ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-			}
+			res, err := send(e.ctx, sessions[i], tool, args)
 			if err != nil {
 				t.Errorf("%s: %v", tool, err)
 				return
