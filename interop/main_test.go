@@ -20,6 +20,7 @@ var bins struct {
 	quickstart string
 	types      string
 	focus      string
+	stories    string
 }
 
 func TestMain(m *testing.M) {
@@ -36,7 +37,9 @@ func run(m *testing.M) int {
 	bins.quickstart = filepath.Join(dir, "quickstart")
 	bins.types = filepath.Join(dir, "typesserver")
 	bins.focus = filepath.Join(dir, "focus")
-	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.types: "./typesserver", bins.focus: "../examples/focus"}
+	bins.stories = filepath.Join(dir, "stories")
+	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.types: "./typesserver",
+		bins.focus: "../examples/focus", bins.stories: "../examples/stories"}
 	errs := make(chan error, len(builds))
 	for out, pkg := range builds {
 		go func() {

@@ -1,0 +1,145 @@
+// Command stories is a story-publishing MCP server whose write tools are
+// safe to call twice. Its caller is a model; each story is announced on a
+// social network once.
+//
+//	go run ./examples/stories -demo                 # a scripted client: lost answers, retries, a report storm
+//	go run ./examples/stories                       # stdio, on SQLite (idemkit-stories.db in the current folder)
+//	go run ./examples/stories -http 127.0.0.1:8080 -user TOKEN=alice -user OTHER=bob
+//	go run ./examples/stories -store postgres://...  # any store: memory:, sqlite:PATH, postgres://, dynamodb://, firestore://
+//
+// Its tools, each keyed by arguments the model already has:
+//   - publish_story(slug, title, body): replace keyed by slug. A republish
+//     replaces the title and body and keeps revisions, reproductions and
+//     checks. The announcement post goes out once per story: its marker
+//     commits with the story and is claimed before posting (package
+//     sideeffect), so parallel publishes and retries post once.
+//   - report_reproduction(slug, handle, note?): one per (slug, handle); the
+//     count is the size of the set, and the author is notified once per new
+//     reproducer.
+//   - edit_story(slug, body): an identical edit writes nothing; a real one
+//     adds a revision and notifies each reproducer once.
+//   - report_check(slug, handle, result): one result per handle, replaced.
+//   - get_story(slug), read-only: content, counts, revisions, posts.
+//   - get_operation: for callers that send an op_id (optional on every
+//     write tool), whether it committed.
+//
+// Posts go to a small social service on loopback: started in the process,
+// or the one at -social URL. Over HTTP each bearer token's user has stories
+// and op ids of their own. Logs go to stderr; SIGINT or SIGTERM answers the
+// calls in progress, closes the store and exits with status 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/internal/storeurl"
+	"github.com/idemkit/sdk/sideeffect"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command: it returns the exit status, so that the deferred
+// closes run before the process exits.
+func run(args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("server", "stories")
+	fs := flag.NewFlagSet("stories", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f exserve.Flags
+	f.Register(fs, "sqlite:idemkit-stories.db")
+	social := fs.String("social", "", "post to the social service at this loopback URL (default: one started in this process)")
+	stdio := fs.Bool("stdio", false, "serve over stdin/stdout (the default without -http)")
+	demo := fs.Bool("demo", false, "run a scripted client against the server in this process and print what each call did")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	storeGiven := false
+	fs.Visit(func(fl *flag.Flag) { storeGiven = storeGiven || fl.Name == "store" })
+	if err := checkFlags(&f, *stdio, *demo, *social); err != nil {
+		log.Error(err.Error())
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *demo && !storeGiven {
+		// The demo starts from an empty database each time, so what it
+		// prints does not depend on an earlier run.
+		dir, err := os.MkdirTemp("", "idemkit-stories-demo-")
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		f.Store = "sqlite:" + filepath.Join(dir, "stories.db")
+	}
+	store, closeStore, err := storeurl.Open(ctx, f.Store)
+	if err != nil {
+		log.Error("opening the store", "error", err.Error())
+		return 1
+	}
+	defer closeStore()
+
+	var sv *Social
+	if *social == "" {
+		var url string
+		if sv, url, err = startSocial(ctx); err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		*social = url
+		// Logged without its scheme: the first URL a server logs is its
+		// MCP endpoint.
+		log.Info("social service started", "addr", strings.TrimPrefix(url, "http://"))
+	}
+	a := newApp(store, newPoster(*social), log)
+
+	if *demo {
+		if err := runDemo(ctx, a, sv, stdout); err != nil {
+			log.Error("demo", "error", err.Error())
+			return 1
+		}
+		return 0
+	}
+	// Posts a crash or a failed post left pending go out now; a claim
+	// whose outcome is unknown is settled by asking the social service.
+	if rep, err := sideeffect.Recover(ctx, store, a.social.post, a.social.reconcile); err != nil {
+		log.Warn("posting what earlier runs left pending", "error", err.Error())
+	} else if len(rep.Posted)+len(rep.Unknown)+len(rep.Failed) > 0 {
+		log.Info("posts left by earlier runs", "posted", len(rep.Posted), "unknown", len(rep.Unknown), "failed", len(rep.Failed))
+	}
+	if err := exserve.Run(ctx, stop, log, a.server(), &f); err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	return 0
+}
+
+// checkFlags refuses combinations that cannot work, before anything is
+// opened.
+func checkFlags(f *exserve.Flags, stdio, demo bool, social string) error {
+	switch {
+	case stdio && f.HTTP != "":
+		return errors.New("-stdio and -http: choose one")
+	case demo && (stdio || f.HTTP != ""):
+		return errors.New("-demo runs its own client: no -stdio or -http")
+	case social != "":
+		if demo {
+			return errors.New("-demo counts the posts of its own social service: no -social")
+		}
+		return checkLoopback(social)
+	}
+	return nil
+}
