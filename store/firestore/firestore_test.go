@@ -86,6 +86,12 @@ var stores atomic.Int64
 // prefix rather than clearing the database under the others.
 func newStore(t testing.TB, opts *idemfs.Options) *idemfs.Store {
 	t.Helper()
+	return newStoreOn(t, newClient(t), opts)
+}
+
+// newStoreOn is newStore on client c.
+func newStoreOn(t testing.TB, c *fs.Client, opts *idemfs.Options) *idemfs.Store {
+	t.Helper()
 	o := idemfs.Options{}
 	if opts != nil {
 		o = *opts
@@ -93,7 +99,7 @@ func newStore(t testing.TB, opts *idemfs.Options) *idemfs.Store {
 	n := stores.Add(1)
 	o.CollectionPrefix = fmt.Sprintf("t%d_", n)
 	o.OwnerCollection = fmt.Sprintf("t%d_users", n)
-	s, err := idemfs.New(newClient(t), &o)
+	s, err := idemfs.New(c, &o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

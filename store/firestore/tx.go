@@ -107,18 +107,29 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 		}
 		return mapErr(err) // BeginTransaction failed
 	}
-	switch status.Code(err) {
-	case codes.AlreadyExists:
+	return commitErr(err)
+}
+
+// commitErr classifies an error of RunTransaction once fn's writes went to
+// its commit. Only Aborted, FailedPrecondition and AlreadyExists prove that
+// nothing was applied. Any other answer from the server, and a context
+// ended, may follow a commit that was applied: the client library sends a
+// commit again when the first one's answer is lost (Unavailable), and a
+// commit sent again after one that was applied fails with InvalidArgument
+// ("Transaction is invalid or closed"). An error without a gRPC status came
+// from the library's own checks before it sent anything (a read after a
+// write through the transaction As hands out).
+func commitErr(err error) error {
+	st, fromServer := status.FromError(err)
+	switch {
+	case fromServer && st.Code() == codes.AlreadyExists:
 		return fmt.Errorf("%w (%w)", errCreateLost, err)
-	case codes.Aborted, codes.FailedPrecondition:
+	case fromServer && (st.Code() == codes.Aborted || st.Code() == codes.FailedPrecondition):
 		return fmt.Errorf("%w (%w)", errConflictCommit, err)
-	case codes.DeadlineExceeded, codes.Unavailable, codes.Unknown, codes.Internal, codes.Canceled:
+	case fromServer, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", backend.ErrUnknownOutcome, err)
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", backend.ErrUnknownOutcome, err)
-	}
-	return fmt.Errorf("firestore: commit: %w", err)
+	return fmt.Errorf("firestore: before commit: %w", err)
 }
 
 // mapErr maps an error of a read to the store's errors: an aborted
