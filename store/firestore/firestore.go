@@ -13,9 +13,11 @@
 // {collection}/{id}. The middleware keys op records by the caller's scope,
 // so with a scope that is the user's uid they land in users/{uid}/idem_ops.
 //
-// Run is one Firestore transaction (client.RunTransaction): reads lock what
-// they read, writes are buffered and sent with the commit. docs/firestore.md
-// has the layout, the TTL policy, the limits and security rules.
+// Run is one Firestore transaction (client.RunTransaction): writes are
+// buffered and sent with the commit, each with a precondition from fn's read
+// of its key; what fn read and does not write is read again, and locked, in
+// the transaction before the commit. docs/firestore.md has the layout, the
+// TTL policy, the limits and security rules.
 package firestore
 
 import (

@@ -27,10 +27,10 @@ var (
 // commit all run fn again, up to Options.MaxAttempts times.
 //
 // The Tx reads optimistically: fn's reads take no lock (a slow handler
-// holds up no one); when fn returns, the documents it read are read again
-// in the transaction, which locks them, and the attempt commits only if
-// none changed. Writes go out with the commit, with preconditions from
-// those reads.
+// holds up no one). Writes go out with the commit, with preconditions from
+// fn's reads, which the commit checks. When fn returns, the documents it
+// read and does not write are read again in the transaction, which locks
+// them until the commit, and the attempt commits only if none changed.
 func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	var err error
 	deferCreates := true
@@ -78,15 +78,13 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 				// (one before another transaction committed, one after):
 				// then its error may be an artefact of that, and fn runs
 				// again.
-				if _, err := t.verify(func(refs []*fs.DocumentRef) ([]*fs.DocumentSnapshot, error) {
-					return s.client.GetAll(ctx, refs)
-				}); errors.Is(err, backend.ErrConflict) {
+				if err := t.verify(outside(ctx, s.client), t.readKeys(false)); errors.Is(err, backend.ErrConflict) {
 					fnErr = err
 				}
 			}
 			return fnErr
 		}
-		if fnErr = t.flush(); fnErr != nil {
+		if fnErr = t.flush(outside(ctx, s.client)); fnErr != nil {
 			return fnErr
 		}
 		sent = true
@@ -107,18 +105,34 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 		}
 		return mapErr(err) // BeginTransaction failed
 	}
-	switch status.Code(err) {
-	case codes.AlreadyExists:
+	return commitErr(err)
+}
+
+// commitErr classifies an error of RunTransaction once fn's writes went to
+// its commit. Only Aborted, FailedPrecondition and AlreadyExists prove that
+// nothing was applied. Any other answer from the server, and a context
+// ended, may follow a commit that was applied: the client library sends a
+// commit again when the first one's answer is lost (Unavailable), and a
+// commit sent again after one that was applied fails with InvalidArgument
+// ("Transaction is invalid or closed"). An error without a gRPC status came
+// from the library's own checks before it sent anything (a read after a
+// write through the transaction As hands out).
+func commitErr(err error) error {
+	st, fromServer := status.FromError(err)
+	switch {
+	case fromServer && st.Code() == codes.AlreadyExists:
 		return fmt.Errorf("%w (%w)", errCreateLost, err)
-	case codes.Aborted, codes.FailedPrecondition:
+	case fromServer && (st.Code() == codes.Aborted || st.Code() == codes.FailedPrecondition):
 		return fmt.Errorf("%w (%w)", errConflictCommit, err)
-	case codes.DeadlineExceeded, codes.Unavailable, codes.Unknown, codes.Internal, codes.Canceled:
+	case fromServer, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", backend.ErrUnknownOutcome, err)
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", backend.ErrUnknownOutcome, err)
-	}
-	return fmt.Errorf("firestore: commit: %w", err)
+	return fmt.Errorf("firestore: before commit: %w", err)
+}
+
+// outside reads outside any transaction.
+func outside(ctx context.Context, c *fs.Client) getAll {
+	return func(refs []*fs.DocumentRef) ([]*fs.DocumentSnapshot, error) { return c.GetAll(ctx, refs) }
 }
 
 // mapErr maps an error of a read to the store's errors: an aborted
@@ -194,43 +208,57 @@ func (t *tx) read(ctx context.Context, k backend.Key) (stored, error) {
 	return d, nil
 }
 
-// verify reads again, with getAll, every document this tx read outside the
-// transaction, and returns an error wrapping ErrConflict if one changed. It
-// reads the keys of extra too, which this tx did not read, and returns what
-// it found there.
-func (t *tx) verify(getAll func([]*fs.DocumentRef) ([]*fs.DocumentSnapshot, error), extra ...backend.Key) (map[backend.Key]stored, error) {
-	if len(t.reads)+len(extra) == 0 {
-		return nil, nil
-	}
-	keys := make([]backend.Key, 0, len(t.reads)+len(extra))
-	for k := range t.reads {
-		keys = append(keys, k)
-	}
-	keys = append(keys, extra...)
+// getAll is a GetAll of the documents of keys, outside the transaction or in
+// it, decoded.
+type getAll func([]*fs.DocumentRef) ([]*fs.DocumentSnapshot, error)
+
+func (t *tx) readAll(get getAll, keys []backend.Key) ([]stored, error) {
 	refs := make([]*fs.DocumentRef, len(keys))
 	for i, k := range keys {
 		refs[i] = t.s.Doc(k)
 	}
-	snaps, err := getAll(refs)
+	snaps, err := get(refs)
 	if err != nil {
-		return nil, fmt.Errorf("firestore: reading again: %w", mapErr(err))
+		return nil, fmt.Errorf("firestore: reading at commit: %w", mapErr(err))
 	}
-	found := map[backend.Key]stored{}
+	ds := make([]stored, len(keys))
 	for i, k := range keys {
-		d, err := decode(k, snaps[i])
-		if err != nil {
+		if ds[i], err = decode(k, snaps[i]); err != nil {
 			return nil, err
 		}
-		was, read := t.reads[k]
-		if !read {
-			found[k] = d
-			continue
-		}
-		if d.exists != was.exists || !d.updated.Equal(was.updated) {
-			return nil, errStaleRead
+	}
+	return ds, nil
+}
+
+// verify reads again the documents of keys, which this tx read outside the
+// transaction, and returns an error wrapping ErrConflict if one changed.
+func (t *tx) verify(get getAll, keys []backend.Key) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ds, err := t.readAll(get, keys)
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if was := t.reads[k]; ds[i].exists != was.exists || !ds[i].updated.Equal(was.updated) {
+			return errStaleRead
 		}
 	}
-	return found, nil
+	return nil
+}
+
+// readKeys returns the keys this tx read; with unwritten, only those whose
+// read no write of this tx checks at commit.
+func (t *tx) readKeys(unwritten bool) []backend.Key {
+	keys := make([]backend.Key, 0, len(t.reads))
+	for k, d := range t.reads {
+		if w, ok := t.writes[k]; unwritten && ok && (w.data != nil || d.exists) {
+			continue // sent with a precondition from this read
+		}
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // view returns the state this tx sees at k: its own write if any, else the
@@ -382,7 +410,7 @@ func (t *tx) As(target any) bool {
 	*p = t.ftx
 	if !t.locked {
 		t.locked = true
-		if _, err := t.verify(t.ftx.GetAll); err != nil && t.err == nil {
+		if err := t.verify(t.ftx.GetAll, t.readKeys(false)); err != nil && t.err == nil {
 			t.err = err
 		}
 	}
@@ -399,8 +427,9 @@ func fields(w *write) map[string]any {
 }
 
 // flush checks the limits, then hands every buffered write to the
-// Firestore transaction, with a precondition from what this tx read.
-func (t *tx) flush() error {
+// Firestore transaction, with a precondition from what this tx read. get
+// reads outside the transaction.
+func (t *tx) flush(get getAll) error {
 	if t.err != nil {
 		return t.err
 	}
@@ -414,28 +443,42 @@ func (t *tx) flush() error {
 	if n > t.s.maxWrites {
 		return fmt.Errorf("%w: %d writes in one transaction, limit %d", backend.ErrTooLarge, n, t.s.maxWrites)
 	}
-	if !t.locked {
-		// The commit's check of what fn read: read it again in the
-		// transaction, which locks it until the commit. The keys of
-		// Creates sent with the commit are read in the same call: an
-		// expired document there is replaced, a live one fails the
-		// attempt.
-		var deferred []backend.Key
-		for _, k := range t.order {
-			if t.writes[k].atCommit {
-				deferred = append(deferred, k)
-			}
+	// The keys of Creates sent with the commit, not read yet, are read now,
+	// outside the transaction: an expired document there is replaced (an
+	// update with the update time read as precondition), a live one fails
+	// the attempt, and on an absent one the Create fails if a document
+	// has come since.
+	var deferred []backend.Key
+	for _, k := range t.order {
+		if t.writes[k].atCommit {
+			deferred = append(deferred, k)
 		}
-		found, err := t.verify(t.ftx.GetAll, deferred...)
+	}
+	if len(deferred) > 0 {
+		ds, err := t.readAll(get, deferred)
 		if err != nil {
 			return err
 		}
-		for k, d := range found {
-			if t.s.live(d) {
+		for i, k := range deferred {
+			if t.s.live(ds[i]) {
 				return fmt.Errorf("%w: %s created at commit over a live document", backend.ErrConflict, k)
 			}
-			t.reads[k] = d
+			t.reads[k] = ds[i]
 			t.writes[k].atCommit = false
+		}
+	}
+	if !t.locked {
+		// The commit's check of what fn read and does not write: read it
+		// again in the transaction, which locks it until the commit. A
+		// key fn writes is not read again: its write carries a
+		// precondition from fn's read (absent, or the update time read),
+		// which the commit checks. Reading it again would lock it too:
+		// the emulator holds a read lock until the commit, so
+		// transactions that read and write one document each wait at
+		// commit for the others' read locks, until all but one end in
+		// "Transaction lock timeout" about 2 s later.
+		if err := t.verify(t.ftx.GetAll, t.readKeys(true)); err != nil {
+			return err
 		}
 	}
 	for _, k := range t.order {
