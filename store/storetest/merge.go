@@ -103,6 +103,7 @@ var (
 func runMerge(t *testing.T, h Harness) {
 	t.Run("TwoDeviceStopBothOrders", func(t *testing.T) { testMergeBothOrders(t, h) })
 	t.Run("ThreeDeviceStopAllOrders", func(t *testing.T) { testMergeAllOrders(t, h) })
+	t.Run("StartsDifferBothOrders", func(t *testing.T) { testMergeStartsDiffer(t, h) })
 	t.Run("ReplayDoesNotWrite", func(t *testing.T) { testMergeReplay(t, h) })
 	t.Run("CreatesAbsentRecord", func(t *testing.T) { testMergeCreate(t, h) })
 	t.Run("ConcurrentApplyLosesNothing", func(t *testing.T) { testMergeConcurrent(t, h) })
@@ -217,6 +218,40 @@ func testMergeAllOrders(t *testing.T, h Harness) {
 	}
 	if len(s.Stops) != 3 || s.End == nil || !s.End.Equal(mergeAt(14, 5)) || s.Outcome != "done" {
 		t.Errorf("stored session %s", first)
+	}
+}
+
+// testMergeStartsDiffer: two devices disagree on when the session started
+// (the watch's clock ran two minutes late) and reach a store without the
+// session, in both orders: the earliest start is kept either way, and the
+// first to arrive creates the record.
+func testMergeStartsDiffer(t *testing.T, h Harness) {
+	watch := mergeWatch
+	watch.Start = mergeStart.Add(2 * time.Minute)
+	var stored []json.RawMessage
+	for _, reqs := range [][]mergeSession{{mergePhone, watch}, {watch, mergePhone}} {
+		m := newMergeStore(t, h, false)
+		for i, r := range reqs {
+			ch, err := m.apply(r)
+			if err != nil {
+				t.Fatalf("request %d: Apply: %v", i, err)
+			}
+			if ch.Created != (i == 0) {
+				t.Errorf("request %d: created=%v", i, ch.Created)
+			}
+		}
+		raw, _ := m.raw()
+		stored = append(stored, raw)
+	}
+	if !bytes.Equal(stored[0], stored[1]) {
+		t.Fatalf("arrival order changed the stored record:\nphone then watch: %s\nwatch then phone: %s", stored[0], stored[1])
+	}
+	var s mergeSession
+	if err := json.Unmarshal(stored[0], &s); err != nil {
+		t.Fatalf("stored session does not decode: %v", err)
+	}
+	if !s.Start.Equal(mergeStart) || len(s.Stops) != 2 || s.End == nil || !s.End.Equal(mergeAt(14, 5)) {
+		t.Errorf("stored session %s, want start %s", stored[0], mergeStart.Format("15:04"))
 	}
 }
 

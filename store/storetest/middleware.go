@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 	t.Run("RepeatOnAnotherServer", func(t *testing.T) { t.Parallel(); mwRepeatOnAnotherServer(t, h) })
 	t.Run("KeyReused", func(t *testing.T) { t.Parallel(); mwKeyReused(t, h) })
 	t.Run("ScopeOverHTTP", func(t *testing.T) { t.Parallel(); mwScopeOverHTTP(t, h) })
+	t.Run("ScopesKeepOpsApart", func(t *testing.T) { t.Parallel(); mwScopesKeepOpsApart(t, h) })
 	for _, mode := range []string{"error", "iserror", "panic"} {
 		t.Run("RollbackOn_"+mode, func(t *testing.T) { t.Parallel(); mwRollbackOn(t, h, mode) })
 	}
@@ -126,12 +128,44 @@ func mwDropAfterCommitThenRetry(t *testing.T, h Harness) {
 }
 
 // mwConcurrent64SameOpID shows that 64 concurrent calls with one op id on one
-// server run the handler once and all get its answer.
+// server run the handler once and all get its answer. The first run holds
+// until all 64 calls have reached the server, and then until a second run
+// starts or 50 ms pass, so the calls overlap on every store: a second run of
+// the handler is what the test looks for, and on a fast store the calls
+// would otherwise finish one after another.
 func mwConcurrent64SameOpID(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
+	n := h.goroutines(64)
+	var arrived atomic.Int64
+	allArrived, second := make(chan struct{}), make(chan struct{})
+	f.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" && arrived.Add(1) == int64(n) {
+				close(allArrived)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	f.hold = func(run int64) {
+		switch run {
+		case 1:
+			select {
+			case <-allArrived:
+			case <-time.After(10 * time.Second):
+				t.Errorf("only %d of %d calls reached the server while the first ran", arrived.Load(), n)
+				return
+			}
+			select {
+			case <-second:
+			case <-time.After(50 * time.Millisecond):
+			}
+		case 2:
+			close(second)
+		}
+	}
 	cs := f.connect(nil)
 	args := map[string]any{"text": "once", "op_id": "op-64"}
-	results := callAll(t, []*mcp.ClientSession{cs}, h.goroutines(64), "add_note", args)
+	results := callAll(t, []*mcp.ClientSession{cs}, n, "add_note", args)
 	if t.Failed() {
 		return
 	}
@@ -263,6 +297,52 @@ func mwScopeOverHTTP(t *testing.T, h Harness) {
 	}
 	if a, b := status(alice), status(bob); a != "committed" || b != "not_committed" {
 		t.Errorf("get_operation of alice's op: alice sees %q, bob sees %q; want committed, not_committed", a, b)
+	}
+}
+
+// mwScopesKeepOpsApart shows, without HTTP, that op ids are kept per scope
+// (here a tenant named in _meta, through idem.Scope): two tenants' same op
+// id with the same arguments are two operations, each tenant's repeat
+// replays its own answer, and one tenant's other arguments under that op id
+// are not key_reused against the other's.
+func mwScopesKeepOpsApart(t *testing.T, h Harness) {
+	f := newMWFixture(t, h)
+	const metaTenant = "storetest/tenant"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "tenant_note"}, f.store, f.addNote, idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL),
+		idem.Scope(func(ctx context.Context, req *mcp.CallToolRequest) string {
+			tenant, _ := req.Params.Meta[metaTenant].(string)
+			return tenant
+		}))
+	cs := connectTo(t, srv, nil)
+	call := func(tenant, text string) *mcp.CallToolResult {
+		t.Helper()
+		r := callTool(t, cs, "tenant_note", map[string]any{"text": text}, mcp.Meta{metaTenant: tenant, idem.MetaOpID: "op-tenants"})
+		if r.IsError {
+			t.Fatalf("%s's call: code %q: %s", tenant, errCode(r), resultText(r))
+		}
+		return r
+	}
+	ra, rb := call("acme", "same words"), call("globex", "same words")
+	if replayed(rb) || noteID(t, rb) == noteID(t, ra) {
+		t.Fatalf("globex got acme's answer (replayed=%v, note %s)", replayed(rb), noteID(t, rb))
+	}
+	if rb2 := call("globex", "same words"); !replayed(rb2) || noteID(t, rb2) != noteID(t, rb) {
+		t.Errorf("globex's repeat: replayed=%v note %s, want its own %s replayed", replayed(rb2), noteID(t, rb2), noteID(t, rb))
+	}
+	if rc := call("initech", "other words"); replayed(rc) {
+		t.Errorf("initech's call with other arguments was answered from another tenant's record")
+	}
+	if got := f.execs.Load(); got != 3 {
+		t.Errorf("handler ran %d times, want 3 (one per tenant)", got)
+	}
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		if f.opRecord(tenant, "tenant_note", "op-tenants") == nil {
+			t.Errorf("no op record under tenant %s", tenant)
+		}
+	}
+	if f.opRecord("", "tenant_note", "op-tenants") != nil {
+		t.Error("an op record is stored without a scope")
 	}
 }
 

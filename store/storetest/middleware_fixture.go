@@ -39,6 +39,9 @@ type mwFixture struct {
 	statuses atomic.Int64 // set_status handler runs
 	hooks    atomic.Int64 // add_note AfterCommit hooks run
 	fail     atomic.Value // string: "" or a failMode: how add_note fails
+	// hold, when set before the first call, is called by every add_note
+	// run with its number (1 for the first), before it writes.
+	hold func(run int64)
 }
 
 type noteIn struct {
@@ -103,6 +106,9 @@ func (f *mwFixture) newServer() *mcp.Server {
 // op id.
 func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
 	n := f.execs.Add(1)
+	if f.hold != nil {
+		f.hold(n)
+	}
 	if err := tx.Create(ctx, noteKey(n), in); err != nil {
 		return nil, noteOut{}, err
 	}

@@ -423,73 +423,117 @@ func seRecoverStaleVerdict(t *testing.T, h Harness) {
 	}
 }
 
-// Must-show 4: owner A's lease expires, B takes over and completes; A's late
-// complete and release fail with ErrFenced and change nothing.
+// Must-show 4: owner A's lease expires, B takes over; A's late complete and
+// release fail with ErrFenced and change nothing. A's answer comes either
+// after B is done or while B still holds its claim and posts: only the
+// claim token tells A's claim from B's then, since the marker is Claimed
+// either way.
 func seFencing(t *testing.T, h Harness) {
-	for _, tc := range []struct {
+	for _, late := range []struct {
 		name    string
 		postErr error // what A's post finally returns
 	}{
 		{"LateComplete", nil},
 		{"LateRelease", errors.New("A's post failed")},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, clk := seNew(t, h)
-			const key = "fenced"
-			seIntend(t, s, clk, key, "payload")
+		for _, whileB := range []bool{false, true} {
+			name := late.name
+			if whileB {
+				name += "WhileNewOwnerPosts"
+			}
+			t.Run(name, func(t *testing.T) { seFencingCase(t, h, late.postErr, whileB) })
+		}
+	}
+}
 
-			started, finish := make(chan struct{}), make(chan struct{})
-			slowA := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
-				close(started)
-				select {
-				case <-finish:
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-				return "ref-A", tc.postErr
-			}
-			type result struct {
-				ref string
-				err error
-			}
-			aDone := make(chan result, 1)
-			go func() {
-				ref, err := sideeffect.Once(context.Background(), s, key, slowA, seOpts(clk)...)
-				aDone <- result{ref, err}
-			}()
-			<-started
+// seFencingCase runs one fencing case: A claims and posts slowly, its lease
+// expires, B's Recover takes the marker over and posts; A's post returns
+// postErr after B is done or, with whileB, while B's post is still running.
+func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
+	s, clk := seNew(t, h)
+	const key = "fenced"
+	seIntend(t, s, clk, key, "payload")
 
-			clk.Advance(sePastLease)
-			postB := func(ctx context.Context, key string, payload json.RawMessage) (string, error) { return "ref-B", nil }
-			notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-				return sideeffect.NotCommitted, "", nil
+	type result struct {
+		ref string
+		err error
+	}
+	hold := func(started chan<- struct{}, finish <-chan struct{}, ref string, err error) sideeffect.PostFunc {
+		return func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+			close(started)
+			select {
+			case <-finish:
+			case <-ctx.Done():
+				return "", ctx.Err()
 			}
-			r, err := sideeffect.Recover(context.Background(), s, postB, notCommitted, seOpts(clk)...)
-			if err != nil || !slices.Equal(r.Posted, []string{key}) {
-				close(finish)
-				t.Fatalf("B's Recover = %+v, %v; want the key posted", r, err)
-			}
-			before := seGet(t, s, clk, key)
-			if before.State != sideeffect.Done || before.Ref != "ref-B" {
-				t.Fatalf("after B: state %s ref %q, want done ref-B", before.State, before.Ref)
-			}
+			return ref, err
+		}
+	}
+	aStarted, aFinish := make(chan struct{}), make(chan struct{})
+	bStarted, bFinish := make(chan struct{}), make(chan struct{})
+	finishA, finishB := sync.OnceFunc(func() { close(aFinish) }), sync.OnceFunc(func() { close(bFinish) })
+	defer finishA() // never leave a post stuck, whatever fails
+	defer finishB()
 
-			clk.Advance(time.Second)
-			close(finish)
-			a := <-aDone
-			if !errors.Is(a.err, sideeffect.ErrFenced) {
-				t.Errorf("A's late outcome: ref %q err %v, want ErrFenced", a.ref, a.err)
-			}
-			if tc.postErr != nil && !errors.Is(a.err, tc.postErr) {
-				t.Errorf("A's late release: err %v does not carry the post's error", a.err)
-			}
-			if a.ref != "" {
-				t.Errorf("A's Once returned ref %q after being fenced", a.ref)
-			}
-			if after := seGet(t, s, clk, key); !reflect.DeepEqual(before, after) {
-				t.Errorf("A's late outcome changed the marker:\nbefore %+v\nafter  %+v", before, after)
-			}
-		})
+	aDone := make(chan result, 1)
+	go func() {
+		ref, err := sideeffect.Once(context.Background(), s, key, hold(aStarted, aFinish, "ref-A", postErr), seOpts(clk)...)
+		aDone <- result{ref, err}
+	}()
+	<-aStarted
+
+	clk.Advance(sePastLease)
+	postB := hold(bStarted, bFinish, "ref-B", nil)
+	if !whileB {
+		finishB() // B's post answers at once
+	}
+	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotCommitted, "", nil
+	}
+	type report struct {
+		r   sideeffect.Report
+		err error
+	}
+	bDone := make(chan report, 1)
+	go func() {
+		r, err := sideeffect.Recover(context.Background(), s, postB, notCommitted, seOpts(clk)...)
+		bDone <- report{r, err}
+	}()
+	<-bStarted
+	var b report
+	if !whileB {
+		b = <-bDone
+	}
+	before := seGet(t, s, clk, key)
+	if want := map[bool]sideeffect.State{false: sideeffect.Done, true: sideeffect.Claimed}[whileB]; before.State != want || before.Attempts != 2 {
+		t.Fatalf("after B's takeover: state %s attempts %d, want %s 2", before.State, before.Attempts, want)
+	}
+
+	clk.Advance(time.Second)
+	finishA()
+	a := <-aDone
+	if !errors.Is(a.err, sideeffect.ErrFenced) {
+		t.Errorf("A's late outcome: ref %q err %v, want ErrFenced", a.ref, a.err)
+	}
+	if postErr != nil && !errors.Is(a.err, postErr) {
+		t.Errorf("A's late release: err %v does not carry the post's error", a.err)
+	}
+	if a.ref != "" {
+		t.Errorf("A's Once returned ref %q after being fenced", a.ref)
+	}
+	if after := seGet(t, s, clk, key); !reflect.DeepEqual(before, after) {
+		t.Errorf("A's late outcome changed the marker:\nbefore %+v\nafter  %+v", before, after)
+	}
+
+	if whileB {
+		finishB()
+		b = <-bDone
+	}
+	if b.err != nil || !slices.Equal(b.r.Posted, []string{key}) {
+		t.Errorf("B's Recover = %+v, %v; want the key posted", b.r, b.err)
+	}
+	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-B" {
+		t.Errorf("after B: state %s ref %q, want done ref-B", m.State, m.Ref)
 	}
 }
 
