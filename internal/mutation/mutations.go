@@ -1,0 +1,309 @@
+package main
+
+// Environment variables of the services some mutations' tests need.
+const (
+	postgres  = "IDEMKIT_POSTGRES_URL"
+	dynamodb  = "IDEMKIT_DYNAMODB_URL"
+	firestore = "IDEMKIT_FIRESTORE_EMULATOR_HOST"
+)
+
+// mutations lists each condition a guarantee rests on, the change that
+// removes it, and the tests that must then fail. Add one with every new
+// condition; docs/mutation.md says how.
+var mutations = []mutation{
+	// The op record: created if absent, keyed by scope, compared by
+	// fingerprint, one call per op id in a process.
+	{
+		Name:   "idem/op-record-create",
+		Guards: "the op record is created only if absent, so a repeat on another server replays",
+		File:   "idem/middleware.go",
+		From:   "return tx.Create(ctx, cl.key, &rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())",
+		To:     "return tx.Put(ctx, cl.key, &rec, backend.WithExpiry(rec.ExpiresAt))",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Middleware$/^(RepeatOnAnotherServer|ConcurrentAcrossServers)$",
+	},
+	{
+		Name:   "idem/scope-in-op-key",
+		Guards: "op ids are kept per scope: one caller never gets another's result",
+		File:   "idem/middleware.go",
+		From:   "cl.key = oprecord.Key(cl.scope, cl.tool, cl.opID)",
+		To:     `cl.key = oprecord.Key("", cl.tool, cl.opID)`,
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Middleware$/^ScopesKeepOpsApart$",
+	},
+	{
+		Name:   "oprecord/scope-in-key",
+		Guards: "the op record's key (owner and hash) holds the scope",
+		File:   "internal/oprecord/oprecord.go",
+		From: `	for _, s := range []string{scope, tool, opID} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: hex.EncodeToString(h.Sum(nil))}`,
+		To: `	for _, s := range []string{tool, opID} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return backend.Key{Collection: Collection, ID: hex.EncodeToString(h.Sum(nil))}`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$/^Middleware$/^ScopesKeepOpsApart$",
+	},
+	{
+		Name:   "idem/fingerprint-compare",
+		Guards: "an op id sent again with other arguments is refused with key_reused",
+		File:   "idem/middleware.go",
+		From:   "return err == nil && fp == rec.Fingerprint",
+		To:     `return err == nil && fp != ""`,
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Middleware$/^KeyReused$",
+	},
+	{
+		Name:   "idem/args-hash-compare",
+		Guards: "only a byte-equal encoding of the arguments skips the fingerprint",
+		File:   "idem/middleware.go",
+		From:   `if rec.ArgsHash != "" && rec.ArgsHash == cl.argsHash() {`,
+		To:     `if rec.ArgsHash != "" {`,
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Middleware$/^KeyReused$",
+	},
+	{
+		Name:   "idem/flights",
+		Guards: "concurrent duplicates in one process wait for the first and replay it",
+		File:   "idem/middleware.go",
+		From:   "release, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)",
+		To:     "release, err := func() {}, error(nil)",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Middleware$/^Concurrent64SameOpID$",
+	},
+
+	// Side-effect markers.
+	{
+		Name:   "sideeffect/claim-only-pending",
+		Guards: "only a pending marker can be claimed: one post under concurrent callers",
+		File:   "sideeffect/once.go",
+		From:   "func claimPending(d *doc, now time.Time, grace time.Duration) bool { return d.State == Pending }",
+		To:     "func claimPending(d *doc, now time.Time, grace time.Duration) bool { return d.State != Done }",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^SideEffect$/^(ConcurrentOncePostsOnce|SecondCallerDoesNotPost)$",
+	},
+	{
+		Name:   "sideeffect/fencing-token",
+		Guards: "a stale owner's late complete or release is refused while another owns the claim",
+		File:   "sideeffect/once.go",
+		From:   "if d.Token != c.token || (d.State != Claimed && d.State != Unknown) {",
+		To:     "if d.State != Claimed && d.State != Unknown {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^SideEffect$/^Fencing$",
+	},
+	{
+		Name:   "sideeffect/marker-create",
+		Guards: "a marker is created only if absent: a repeated write does not reopen a done marker",
+		File:   "sideeffect/intend.go",
+		From:   "err = tx.Create(ctx, k, d)",
+		To:     "err = tx.Put(ctx, k, d)",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^SideEffect$/^RepeatedWritePostsOnce$",
+	},
+	{
+		Name:   "sideeffect/payload-compare",
+		Guards: "the same marker key with another payload is refused",
+		File:   "sideeffect/intend.go",
+		From:   "if cur.Fingerprint != d.Fingerprint {",
+		To:     `if cur.Fingerprint == "" {`,
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^SideEffect$/^RepeatedWritePostsOnce$",
+	},
+
+	// Merge rules.
+	{
+		Name:   "merge/earliest",
+		Guards: "Earliest keeps the earlier instant whatever the order",
+		File:   "merge/rule.go",
+		From: `func Earliest(a, b time.Time) time.Time {
+	a, b = a.Round(0), b.Round(0)`,
+		To: `func Earliest(a, b time.Time) time.Time {
+	if true {
+		return b.Round(0)
+	}
+	a, b = a.Round(0), b.Round(0)`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$/^Merge$",
+	},
+	{
+		Name:   "merge/priority",
+		Guards: "Priority keeps the higher-ranked value",
+		File:   "merge/rule.go",
+		From: `		case ra > rb:
+			return a
+		case rb > ra:
+			return b`,
+		To: `		case ra > rb:
+			return b
+		case rb > ra:
+			return a`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$/^Merge$",
+	},
+
+	// The memory store.
+	{
+		Name:   "memory/create-if-absent",
+		Guards: "Create fails on a live document",
+		File:   "store/memory/memory.go",
+		From: `	if _, _, live := t.view(k); live {
+		return backend.ErrExists
+	}`,
+		To:  `	t.view(k)`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$",
+	},
+	{
+		Name:   "memory/update-version",
+		Guards: "Update writes only at the version read",
+		File:   "store/memory/memory.go",
+		From: `	if cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, b, opts)`,
+		To: `	if v < 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, b, opts)`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$",
+	},
+	{
+		Name:   "memory/commit-reads-unchanged",
+		Guards: "a transaction commits only if nothing it read changed",
+		File:   "store/memory/memory.go",
+		From: `	if t.staleLocked() {
+		return errConflictCommit
+	}
+	// Check every write before applying any.`,
+		To:  `	// Check every write before applying any.`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$",
+	},
+
+	// SQLite.
+	{
+		Name:   "sqlite/create-if-absent",
+		Guards: "the INSERT replaces only an expired row",
+		File:   "store/sqlite/tx.go",
+		From:   "WHERE docs.expires_at IS NOT NULL AND docs.expires_at <= ?`,",
+		To:     "WHERE ? IS NOT NULL`,",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestConformance$",
+	},
+	{
+		Name:   "sqlite/update-version",
+		Guards: "the UPDATE writes only at the version read",
+		File:   "store/sqlite/tx.go",
+		From:   "WHERE collection = ? AND id = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)`,",
+		To:     "WHERE collection = ? AND id = ? AND (version = ? OR 1) AND (expires_at IS NULL OR expires_at > ?)`,",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestConformance$",
+	},
+
+	// PostgreSQL.
+	{
+		Name:   "postgres/on-conflict-expired-only",
+		Guards: "ON CONFLICT replaces only an expired row",
+		File:   "store/postgres/queries.go",
+		From:   "WHERE d.expires_at IS NOT NULL AND d.expires_at <= $5",
+		To:     "WHERE $5::timestamptz IS NOT NULL",
+		Pkg:    "./store/postgres",
+		Run:    "^TestConformance$",
+		Needs:  postgres,
+	},
+	{
+		Name:   "postgres/create-at-commit-guard",
+		Guards: "a Create sent with the COMMIT fails the transaction when it wrote no row",
+		File:   "store/postgres/queries.go",
+		From:   "SELECT 1 / count(*) FROM w`",
+		To:     "SELECT 1 / greatest(count(*), 1) FROM w`",
+		Pkg:    "./store/postgres",
+		Run:    "^TestConformance$",
+		Needs:  postgres,
+	},
+	{
+		Name:   "postgres/update-version",
+		Guards: "the UPDATE writes only at the version read",
+		File:   "store/postgres/queries.go",
+		From:   "WHERE collection = $1 AND id = $2 AND version = $5 AND (expires_at IS NULL OR expires_at > $6)",
+		To:     "WHERE collection = $1 AND id = $2 AND (version = $5 OR true) AND (expires_at IS NULL OR expires_at > $6)",
+		Pkg:    "./store/postgres",
+		Run:    "^TestConformance$",
+		Needs:  postgres,
+	},
+
+	// DynamoDB.
+	{
+		Name:   "dynamo/create-at-commit-condition",
+		Guards: "a Create sent with the commit replaces only a deleted or expired item",
+		File:   "store/dynamo/tx.go",
+		From:   `"attribute_not_exists(#k) OR ((attribute_exists(#d) OR #e <= :now) AND #v < :v)"`,
+		To:     `"attribute_not_exists(#k) OR ((attribute_exists(#d) OR #e <= :now OR attribute_exists(#k)) AND #v < :v)"`,
+		Pkg:    "./store/dynamo",
+		Run:    "^TestConformance$",
+		Needs:  dynamodb,
+	},
+	{
+		Name:   "dynamo/read-condition",
+		Guards: "every item a transaction read is unchanged at commit (its Put or ConditionCheck)",
+		File:   "store/dynamo/tx.go",
+		From:   `return aws.String("#v = :seen"), map[string]string{"#v": attrVersion},`,
+		To:     `return aws.String("#v >= :seen"), map[string]string{"#v": attrVersion},`,
+		Pkg:    "./store/dynamo",
+		Run:    "^TestConformance$",
+		Needs:  dynamodb,
+	},
+	{
+		Name:   "dynamo/condition-check",
+		Guards: "an item read and not written is checked unchanged at commit",
+		File:   "store/dynamo/tx.go",
+		From:   "cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = sn.condition()",
+		To:     `cc.ConditionExpression, cc.ExpressionAttributeNames = aws.String("attribute_exists(#k) OR attribute_not_exists(#k)"), map[string]string{"#k": attrKey}`,
+		Pkg:    "./store/dynamo",
+		Run:    "^TestConformance$",
+		Needs:  dynamodb,
+	},
+
+	// Firestore.
+	{
+		Name:   "firestore/create-at-commit-live",
+		Guards: "a Create sent with the commit fails over a live document",
+		File:   "store/firestore/tx.go",
+		From:   "			if t.s.live(d) {\n",
+		To:     "			if false {\n",
+		Pkg:    "./store/firestore",
+		Run:    "^TestConformance$",
+		Needs:  firestore,
+	},
+	{
+		Name:   "firestore/update-precondition",
+		Guards: "an Update goes out with the update time read as its precondition",
+		File:   "store/firestore/tx.go",
+		From: `				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
+			}, fs.LastUpdateTime(d.updated))`,
+		To: `				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
+			})`,
+		Pkg:   "./store/firestore",
+		Run:   "^TestConformance$",
+		Needs: firestore,
+	},
+	{
+		Name:   "firestore/create-precondition",
+		Guards: "a write of a document read as absent goes out as a Create, which fails if one exists",
+		File:   "store/firestore/tx.go",
+		From:   "			err = t.ftx.Create(ref, fields(w))",
+		To:     "			err = t.ftx.Set(ref, fields(w))",
+		Pkg:    "./store/firestore",
+		Run:    "^TestConformance$",
+		Needs:  firestore,
+	},
+}
