@@ -74,14 +74,15 @@ func main() {
 	list := flag.Bool("list", false, "list the mutations and exit")
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long one mutation's tests may run")
 	verbose := flag.Bool("v", false, "print go test's output for every mutation")
+	parallel := flag.Int("p", 2, "how many mutations to test at once")
 	flag.Parse()
-	if err := check(*run, *list, *timeout, *verbose, os.Stdout); err != nil {
+	if err := check(*run, *list, *timeout, max(*parallel, 1), *verbose, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutation:", err)
 		os.Exit(1)
 	}
 }
 
-func check(pattern string, list bool, timeout time.Duration, verbose bool, w io.Writer) error {
+func check(pattern string, list bool, timeout time.Duration, parallel int, verbose bool, w io.Writer) error {
 	sel, err := selectMutations(mutations, pattern)
 	if err != nil {
 		return err
@@ -103,12 +104,24 @@ func check(pattern string, list bool, timeout time.Duration, verbose bool, w io.
 	}
 	defer os.RemoveAll(tmp)
 
+	// Up to parallel mutations run at once; each is reported, in the
+	// list's order, as soon as it and those before it are done.
 	start := time.Now()
-	var outcomes []outcome
+	done := make([]chan outcome, len(sel))
+	slots := make(chan struct{}, parallel)
 	for i, m := range sel {
-		o := apply(root, filepath.Join(tmp, fmt.Sprint(i)), m, timeout)
+		done[i] = make(chan outcome, 1)
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			done[i] <- apply(root, filepath.Join(tmp, fmt.Sprint(i)), m, timeout)
+		}()
+	}
+	var outcomes []outcome
+	for i := range sel {
+		o := <-done[i]
 		outcomes = append(outcomes, o)
-		fmt.Fprintf(w, "%-10s %-32s %6.1fs  %s\n", o.verdict, m.Name, o.took.Seconds(), strings.Join(o.tests, ", "))
+		fmt.Fprintf(w, "%-10s %-34s %6.1fs  %s\n", o.verdict, o.m.Name, o.took.Seconds(), strings.Join(o.tests, ", "))
 		if verbose || !o.ok() {
 			w.Write(tail(o.output, 40))
 		}

@@ -97,6 +97,78 @@ func runConsistency(t *testing.T, h Harness) {
 		}
 	})
 
+	// Two doctors on call, each transaction taking one off only if both
+	// are on: each reads both documents and writes one, so only the
+	// check at commit of the document it read and did not write (a
+	// DynamoDB ConditionCheck, Firestore's read again, PostgreSQL's
+	// serializable isolation) keeps one doctor on call.
+	t.Run("NoWriteSkew", func(t *testing.T) {
+		t.Parallel()
+		s := h.New(t, time.Now)
+		ka, kb := idem.Key{Collection: "consistency", ID: "on-call-a"}, idem.Key{Collection: "consistency", ID: "on-call-b"}
+		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			return errors.Join(tx.Create(ctx, ka, doc{N: 1}), tx.Create(ctx, kb, doc{N: 1}))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// offDuty takes me off call if both are on; between its reads
+		// and its write, meanwhile runs once.
+		offDuty := func(me, other idem.Key, meanwhile func() error) error {
+			return s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+				var mine, theirs doc
+				v, err := tx.Get(ctx, me, &mine)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Get(ctx, other, &theirs); err != nil {
+					return err
+				}
+				if meanwhile != nil {
+					if err := meanwhile(); err != nil {
+						return err
+					}
+					meanwhile = nil
+				}
+				if mine.N+theirs.N < 2 {
+					return nil
+				}
+				return tx.Update(ctx, me, v, doc{N: 0})
+			})
+		}
+		err := offDuty(ka, kb, func() error {
+			// The other doctor's transaction commits meanwhile (on stores
+			// that run one transaction at a time it waits, and commits
+			// after this one).
+			done := make(chan error, 1)
+			go func() { done <- offDuty(kb, ka, nil) }()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(200 * time.Millisecond):
+				t.Cleanup(func() {
+					if err := <-done; err != nil {
+						t.Errorf("the other doctor's transaction: %v", err)
+					}
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b doc
+		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+			_, errA := tx.Get(ctx, ka, &a)
+			_, errB := tx.Get(ctx, kb, &b)
+			return errors.Join(errA, errB)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if a.N+b.N != 1 {
+			t.Errorf("on call after both transactions: a=%d b=%d, want exactly one", a.N, b.N)
+		}
+	})
+
 	t.Run("SweepRefusesANonPositiveLimit", func(t *testing.T) {
 		t.Parallel()
 		sw, ok := h.New(t, time.Now).(backend.Sweeper)
