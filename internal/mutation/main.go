@@ -109,14 +109,18 @@ func check(pattern string, list bool, timeout time.Duration, parallel int, verbo
 	start := time.Now()
 	done := make([]chan outcome, len(sel))
 	slots := make(chan struct{}, parallel)
-	for i, m := range sel {
+	for i := range sel {
 		done[i] = make(chan outcome, 1)
-		go func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			done[i] <- apply(root, filepath.Join(tmp, fmt.Sprint(i)), m, timeout)
-		}()
 	}
+	go func() {
+		for i, m := range sel {
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots }()
+				done[i] <- apply(root, filepath.Join(tmp, fmt.Sprint(i)), m, timeout)
+			}()
+		}
+	}()
 	var outcomes []outcome
 	for i := range sel {
 		o := <-done[i]

@@ -139,12 +139,16 @@ func runConsistency(t *testing.T, h Harness) {
 			// The other doctor's transaction commits meanwhile (on stores
 			// that run one transaction at a time it waits, and commits
 			// after this one).
+			wait := 10 * time.Second
+			if h.Serialized {
+				wait = 200 * time.Millisecond
+			}
 			done := make(chan error, 1)
 			go func() { done <- offDuty(kb, ka, nil) }()
 			select {
 			case err := <-done:
 				return err
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(wait):
 				t.Cleanup(func() {
 					if err := <-done; err != nil {
 						t.Errorf("the other doctor's transaction: %v", err)
