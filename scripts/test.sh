@@ -12,7 +12,10 @@
 # the servers with the TypeScript SDK clients of interop/node: its packages
 # are installed with npm ci when node_modules is missing or older than
 # package-lock.json; without node and npm the interop tests skip, or fail
-# when CI is set. Extra arguments are go test flags, e.g.
+# when CI is set. A full run (no arguments) then fuzzes every fuzz target for
+# a few seconds (scripts/fuzz.sh) and runs the mutation check
+# (internal/mutation, docs/mutation.md). Extra arguments are go test flags,
+# and skip those two, e.g.
 #   scripts/test.sh -run Conformance
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,4 +60,4 @@ else
   echo "test.sh: node or npm missing: the interop tests with the TypeScript clients will skip" >&2
 fi
 exec scripts/with-postgres.sh scripts/with-pgbouncer.sh scripts/with-dynamodb.sh scripts/with-firestore.sh \
-  go test -race -count=1 -timeout 45m "$@" ./...
+  scripts/lib/suite.sh "$@"

@@ -47,7 +47,9 @@ var auditedExamples = []struct {
 	{
 		name:  "stories",
 		stdio: func(dir string) []string { return []string{"-store", "sqlite:" + filepath.Join(dir, "s.db")} },
-		http:  func(dir string) []string { return []string{"-http", "127.0.0.1:0", "-store", "sqlite:" + filepath.Join(dir, "s.db")} },
+		http: func(dir string) []string {
+			return []string{"-http", "127.0.0.1:0", "-store", "sqlite:" + filepath.Join(dir, "s.db")}
+		},
 		want: map[string]class{
 			"publish_story": classIdempotent, "report_reproduction": classIdempotent, "edit_story": classIdempotent,
 			"report_check": classIdempotent, "get_story": classReadOnly, "get_operation": classReadOnly,
