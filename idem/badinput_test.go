@@ -1,0 +1,159 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/store/memory"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated table of docs/bad-input.md")
+
+// storyIn is the input of the tools the bad-input table is tried on.
+type storyIn struct {
+	Slug  string `json:"slug" jsonschema:"the story's key"`
+	Title string `json:"title" jsonschema:"the title"`
+	Words int    `json:"words,omitempty" jsonschema:"the word count"`
+}
+
+// TestBadInputTable sends every bad input the table in docs/bad-input.md
+// lists to a keyed tool that accepts op ids (publish) and to one that
+// requires them (append), and checks that each is refused with a code,
+// that the handler did not run, and that nothing was written: no story,
+// no op record. The table in the page is this test's output (go test
+// ./idem -run BadInputTable -update rewrites it); a difference fails.
+func TestBadInputTable(t *testing.T) {
+	long := strings.Repeat("x", 129)
+	cases := []struct {
+		what, tool, args string
+		meta             map[string]any
+	}{
+		{"arguments that are not an object", "publish", `[1,2]`, nil},
+		{"no arguments (null)", "publish", `null`, nil},
+		{"the record key missing", "publish", `{"title":"t"}`, nil},
+		{"the record key null", "publish", `{"slug":null,"title":"t"}`, nil},
+		{"the record key empty", "publish", `{"slug":"","title":"t"}`, nil},
+		{"the record key a number", "publish", `{"slug":7,"title":"t"}`, nil},
+		{"a required argument missing", "publish", `{"slug":"s"}`, nil},
+		{"an argument of the wrong type", "publish", `{"slug":"s","title":"t","words":"many"}`, nil},
+		{"a fractional number for an integer", "publish", `{"slug":"s","title":"t","words":1.5}`, nil},
+		{"an argument the schema does not have", "publish", `{"slug":"s","title":"t","secret_field":"v"}`, nil},
+		{"op_id empty", "publish", `{"slug":"s","title":"t","op_id":""}`, nil},
+		{"op_id with a space", "publish", `{"slug":"s","title":"t","op_id":"a b"}`, nil},
+		{"op_id of 129 characters", "publish", `{"slug":"s","title":"t","op_id":"` + long + `"}`, nil},
+		{"op_id not ASCII", "publish", `{"slug":"s","title":"t","op_id":"é"}`, nil},
+		{"op_id a number", "publish", `{"slug":"s","title":"t","op_id":7}`, nil},
+		{"op_id null", "publish", `{"slug":"s","title":"t","op_id":null}`, nil},
+		{"the _meta op id a number", "publish", `{"slug":"s","title":"t"}`, map[string]any{idem.MetaOpID: 7}},
+		{"op_id and the _meta op id differ", "publish", `{"slug":"s","title":"t","op_id":"a"}`, map[string]any{idem.MetaOpID: "b"}},
+		{"no op_id where one is required", "append", `{"slug":"s","title":"t"}`, nil},
+		{"an op_id reused with other arguments", "append", `{"slug":"s","title":"second-title","op_id":"used"}`, nil},
+	}
+	ctx := context.Background()
+	var runs atomic.Int64
+	newTools := func() (idem.Store, map[string]mcp.ToolHandlerFor[storyIn, any]) {
+		s := memory.New(nil)
+		h := func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in storyIn) (*mcp.CallToolResult, any, error) {
+			runs.Add(1)
+			return nil, map[string]string{"slug": in.Slug}, tx.Put(ctx, idem.Key{Collection: "stories", ID: in.Slug + "-" + in.Title}, in)
+		}
+		return s, map[string]mcp.ToolHandlerFor[storyIn, any]{
+			"publish": idem.DirectTool(s, h, idem.Keys("slug"), idem.OpID()),
+			"append":  idem.DirectTool(s, h, idem.RequireOpID()),
+		}
+	}
+	var table strings.Builder
+	table.WriteString("| bad input | tool | code | what the caller reads | writes |\n|---|---|---|---|---|\n")
+	for _, c := range cases {
+		s, tools := newTools()
+		call := func(args string) *mcp.CallToolResult {
+			res, _, err := tools[c.tool](ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+				Name: c.tool, Arguments: json.RawMessage(args), Meta: c.meta}}, storyIn{})
+			if err != nil {
+				t.Fatalf("%s: protocol error %v", c.what, err)
+			}
+			return res
+		}
+		if c.what == "an op_id reused with other arguments" {
+			if r := call(`{"slug":"s","title":"first","op_id":"used"}`); r.IsError {
+				t.Fatalf("the first use of the op id failed: %s", text(r))
+			}
+		}
+		before := runs.Load()
+		res := call(c.args)
+		code, _ := res.Meta[idem.MetaError].(string)
+		if !res.IsError || code == "" {
+			t.Errorf("%s: not refused with a code (IsError %v, code %q)", c.what, res.IsError, code)
+		}
+		if code == string(idem.CodeInternal) || code == string(idem.CodeNotSaved) {
+			t.Errorf("%s: code %s, want a bad-input code", c.what, code)
+		}
+		writes := "nothing"
+		if runs.Load() != before {
+			t.Errorf("%s: the handler ran", c.what)
+			writes = "the handler ran"
+		}
+		for _, title := range []string{"t", "second-title"} {
+			var got storyIn
+			err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+				_, err := tx.Get(ctx, idem.Key{Collection: "stories", ID: "s-" + title}, &got)
+				return err
+			})
+			if !errors.Is(err, idem.ErrNotFound) {
+				t.Errorf("%s: a story was written (%v)", c.what, err)
+				writes = "a story"
+			}
+		}
+		for _, id := range []string{"", "a b", long, "é", "a", "b"} {
+			if rec, _ := idem.LookupOp(ctx, s, "", c.tool, id); rec != nil {
+				t.Errorf("%s: an op record was written", c.what)
+				writes = "an op record"
+			}
+		}
+		msg := text(res)
+		for _, v := range []string{"secret_field", "many", long, "second-title"} {
+			if strings.Contains(msg, v) && strings.Contains(c.args, v) {
+				t.Errorf("%s: the refusal quotes the caller's %q: %s", c.what, v, msg)
+			}
+		}
+		shown := c.args
+		if len(shown) > 60 {
+			shown = shown[:40] + "…" + shown[len(shown)-12:]
+		}
+		if c.meta != nil {
+			m, _ := json.Marshal(c.meta)
+			shown += ", _meta " + string(m)
+		}
+		fmt.Fprintf(&table, "| %s: `%s` | %s | `%s` | %s | %s |\n", c.what, shown, c.tool, code, strings.ReplaceAll(msg, "|", "\\|"), writes)
+	}
+	const page = "../docs/bad-input.md"
+	const begin, end = "<!-- table: go test ./idem -run BadInputTable -update -->\n", "<!-- end of table -->\n"
+	doc, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, j := strings.Index(string(doc), begin), strings.Index(string(doc), end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no generated table between %q and %q", page, begin, end)
+	}
+	want := string(doc[:i+len(begin)]) + table.String() + string(doc[j:])
+	if *update {
+		if err := os.WriteFile(page, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if string(doc) != want {
+		t.Errorf("%s's table is not what the middleware answers now: run go test ./idem -run BadInputTable -update and read the difference", page)
+	}
+}
