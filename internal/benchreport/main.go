@@ -148,7 +148,13 @@ func write(dir string, r *results, machine string) error {
 	p("| store | bare | first call | replay | elsewhere | first/bare | replay/first | elsewhere/first |\n|---|---|---|---|---|---|---|---|\n")
 	for _, s := range stores {
 		c := "BenchmarkSuite/calls"
-		us := func(unit string) string { v, ok := r.get(s, c, unit); return cell(v/1e3, ok, "%.0f µs") }
+		us := func(unit string) string {
+			v, ok := r.get(s, c, unit)
+			if v < 10e3 {
+				return cell(v/1e3, ok, "%.1f µs")
+			}
+			return cell(v/1e3, ok, "%.0f µs")
+		}
 		ratio := func(unit string) string { v, ok := r.get(s, c, unit); return cell(v, ok, "%.2f") }
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", storeTitle[s], us("bare-ns"), us("first-ns"), us("replay-ns"), us("elsewhere-ns"),
 			ratio("first/bare"), ratio("replay/first"), ratio("elsewhere/first"))

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/idemkit/sdk/store/memory
+cpu: Test CPU
+BenchmarkSuite/calls-2   100  5000 ns/op  1000 bare-ns  3000 elsewhere-ns  1.5 elsewhere/first  2000 first-ns  2.0 first/bare  500 replay-ns  0.25 replay/first
+BenchmarkSuite/storm64-2  10  9 ns/op  1.000 executions/op  0.5 p50-ms  2.5 p99-ms
+BenchmarkSuite/clients=1-2  10  9 ns/op  1000 ops/s
+BenchmarkSuite/clients=8-2  10  9 ns/op  4000 ops/s
+pkg: github.com/idemkit/sdk/store/dynamo
+BenchmarkFirstCall-2  10  9 ns/op  1 first-calls/op  2000000 first-ns/op  0.6 first/three-call  3 three-calls/op  3300000 three-call-ns/op  1 replay-calls/op  900000 replay-ns/op  0.45 replay/first  1.05 replay/get
+`
+
+// The report holds each figure of the input in its table, a dash for what
+// the run lacks, and charts that are well-formed SVG.
+func TestReport(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := write(dir, r, "test machine"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, want := range []string{
+		"| memory | 1.0 µs | 2.0 µs | 0.5 µs | 3.0 µs | 2.00 | 0.25 | 1.50 |",
+		"| memory | 1 | 0.50 ms | 2.50 ms |",
+		"| memory | 1000 ops/s | 4000 ops/s | - |",
+		"| first call | 1 | 2.00 ms | 0.60 of the three-call protocol |",
+		"test machine",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	for _, f := range []string{"ratios.svg", "throughput.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, "benchmarks", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := xml.Unmarshal(b, new(struct{})); err != nil {
+			t.Errorf("%s is not well-formed: %v", f, err)
+		}
+	}
+}
+
+// Input without results, or with a metric that is not a number, is refused.
+func TestParseRefuses(t *testing.T) {
+	for _, in := range []string{"", "pkg: x/memory\nBenchmarkSuite/calls-2 1 2 ns/op abc bare-ns\n"} {
+		if _, err := parse(strings.NewReader(in)); err == nil {
+			t.Errorf("%q parsed", in)
+		}
+	}
+}
