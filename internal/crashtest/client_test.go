@@ -35,6 +35,19 @@ type counts struct {
 	changed, keyReused       atomic.Int64
 	inflight                 atomic.Int64
 	changedAccepted, givenUp atomic.Int64
+	// slowest is the longest a call took to be answered, retries included,
+	// in nanoseconds.
+	slowest atomic.Int64
+}
+
+// took records that a call was answered after d.
+func (c *counts) took(d time.Duration) {
+	for {
+		old := c.slowest.Load()
+		if int64(d) <= old || c.slowest.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }
 
 // retryable are the refusals a client answers by sending the same call
@@ -71,7 +84,9 @@ func (cl *client) close() {
 // failure or a retryable refusal, and returns it.
 func (cl *client) call(ctx context.Context, o *op, note string) (*mcp.CallToolResult, error) {
 	opID := o.id
-	deadline := time.Now().Add(giveUp)
+	start := time.Now()
+	defer func() { cl.c.took(time.Since(start)) }()
+	deadline := start.Add(giveUp)
 	params := &mcp.CallToolParams{Name: crashtest.ToolName, Arguments: crashtest.Args{Log: o.log, Tag: opID, Note: note, OpID: opID}}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {

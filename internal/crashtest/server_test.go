@@ -3,10 +3,11 @@ package crashtest_test
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,20 +15,43 @@ import (
 	"github.com/idemkit/sdk/internal/crashtest"
 )
 
-// serveEnv, set to 1, makes the test binary the crash server: the server
-// runs in a process of its own, built from the same code as command
-// crashserver, with no separate build.
-const serveEnv = "IDEMKIT_CRASHTEST_SERVE"
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// serverBinary builds command crashserver once per test run, without the
+// race detector even when the test has it (a race-enabled server starts and
+// runs several times slower, and the crash test is about the store, not
+// about this process's memory), and returns its path.
+func serverBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "crashserver-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "crashserver")
+		// go test puts its own go first in PATH.
+		out, err := exec.Command("go", "build", "-o", binPath, "./crashserver").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serveEnv) == "1" {
-		if err := crashtest.Serve(os.Args[1:], os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "crashserver:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
 	}
-	os.Exit(m.Run())
+	os.Exit(code)
 }
 
 // process is one crashserver process.
@@ -46,12 +70,7 @@ type process struct {
 // listening socket ln.
 func startServer(t *testing.T, ln *os.File, args ...string) *process {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, append([]string{"-listen-fd", "3"}, args...)...)
-	cmd.Env = append(os.Environ(), serveEnv+"=1")
+	cmd := exec.Command(serverBinary(t), append([]string{"-listen-fd", "3"}, args...)...)
 	cmd.ExtraFiles = []*os.File{ln}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
