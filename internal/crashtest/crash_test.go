@@ -72,13 +72,23 @@ type summary struct {
 	slowest    time.Duration // the longest a call took, retries included
 }
 
+// killKinds are the ways a server was killed: at a point, or by the test.
+var killKinds = append(append([]string{}, crashtest.Points...), "random")
+
+func (s *summary) killCount() int {
+	n := 0
+	for _, k := range killKinds {
+		n += s.kills[k]
+	}
+	return n
+}
+
 func (s *summary) String() string {
 	var kills []string
-	total := 0
-	for _, p := range append(append([]string{}, crashtest.Points...), "random") {
-		kills = append(kills, fmt.Sprintf("%s %d", p, s.kills[p]))
-		total += s.kills[p]
+	for _, k := range killKinds {
+		kills = append(kills, fmt.Sprintf("%s %d", k, s.kills[k]))
 	}
+	total := s.killCount()
 	return fmt.Sprintf("crash %s: %d runs in %v; %d SIGKILLs (%s); %d ops, %d calls, %d retries (%d unknown_outcome, %d busy, %d contended), %d answered from the op record; "+
 		"slowest call %v; %d entries; duplicates %d, lost %d, wrong answers %d; changed retries %d, key_reused %d, accepted %d",
 		s.store, s.runs, s.elapsed.Round(time.Millisecond), total, strings.Join(kills, ", "), s.ops, s.calls, s.retries, s.unknown, s.busy, s.contended, s.replayed,
@@ -98,6 +108,9 @@ func crashRuns(t *testing.T, name, spec string, runs int, unsafe bool) *summary 
 	for r := range runs {
 		if !oneRun(t, rng, spec, r, unsafe, sum) {
 			break
+		}
+		if (r+1)%50 == 0 {
+			t.Logf("%d runs in %v: %d SIGKILLs, duplicates %d, lost %d", r+1, time.Since(start).Round(time.Second), sum.killCount(), sum.duplicates, sum.lost)
 		}
 	}
 	sum.elapsed = time.Since(start)
@@ -253,6 +266,7 @@ var stores = []string{"sqlite", "postgres", "dynamodb", "firestore"}
 // answer naming the op's own entry, and every changed retry refused with
 // key_reused.
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	serverBinary(t) // before any clock starts
 	for _, name := range stores {
 		t.Run(name, func(t *testing.T) {
@@ -289,6 +303,7 @@ func TestCrash(t *testing.T) {
 // takes no op id: a retry after a kill between commit and response appends a
 // second entry, and the test must see it.
 func TestCrashWithoutOpIDs(t *testing.T) {
+	t.Parallel()
 	serverBinary(t)
 	spec := storeurltest.Fresh(t, "sqlite")
 	sum := crashRuns(t, "sqlite (op ids off)", spec, 3, true)

@@ -110,7 +110,7 @@ func ParseKillPlan(s string) (KillPlan, error) {
 			return KillPlan{Point: p, Call: call}, nil
 		}
 	}
-	return KillPlan{}, fmt.Errorf("no kill point %q: want one of %s", p, strings.Join(Points, ", "))
+	return KillPlan{}, fmt.Errorf("no such kill point: want one of %s", strings.Join(Points, ", "))
 }
 
 // String is the plan as ParseKillPlan reads it.
