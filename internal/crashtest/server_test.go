@@ -72,6 +72,7 @@ func startServer(t *testing.T, ln *os.File, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(serverBinary(t), append([]string{"-listen-fd", "3"}, args...)...)
 	cmd.ExtraFiles = []*os.File{ln}
+	cmd.SysProcAttr = serverAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +101,14 @@ func startServer(t *testing.T, ln *os.File, args ...string) *process {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			cmd.Process.Kill()
+			<-p.exited
+		}
+	})
 	return p
 }
 
