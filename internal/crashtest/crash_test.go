@@ -99,7 +99,8 @@ func (s *summary) String() string {
 		s.slowest.Round(time.Millisecond), s.entries, s.duplicates, s.lost, s.wrong, s.changed, s.keyReused, s.accepted)
 }
 
-// crashRuns runs the crash test runs times on the store spec names.
+// crashRuns runs the crash test runs times on the store spec names. Every
+// 10 runs of a longer test it logs the summary so far.
 func crashRuns(t *testing.T, name, spec string, runs int, unsafe bool) *summary {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("IDEMKIT_CRASH_SEED"); v != "" {
@@ -113,8 +114,9 @@ func crashRuns(t *testing.T, name, spec string, runs int, unsafe bool) *summary 
 		if !oneRun(t, rng, spec, r, unsafe, sum) {
 			break
 		}
-		if (r+1)%50 == 0 {
-			t.Logf("%d runs in %v: %d SIGKILLs, duplicates %d, lost %d", r+1, time.Since(start).Round(time.Second), sum.killCount(), sum.duplicates, sum.lost)
+		if (r+1)%10 == 0 && r+1 < runs {
+			sum.elapsed = time.Since(start)
+			t.Logf("so far: %v", sum)
 		}
 	}
 	sum.elapsed = time.Since(start)
