@@ -72,10 +72,10 @@ func watchCommits(t *testing.T, mark string) *commitWatch {
 }
 
 // TestSweepTransactionsAreSmall: a sweep of many documents deletes them in
-// transactions of at most 64 documents each, and a Run that arrives during
+// transactions of at most 16 documents each, and a Run that arrives during
 // the sweep commits before the sweep ends instead of waiting for all of it.
 func TestSweepTransactionsAreSmall(t *testing.T) {
-	const docs, bound = 1000, 64
+	const docs, bound = 1000, 16
 	w := watchCommits(t, "sweepwatch")
 	clock := storetest.NewClock(time.Unix(1_700_000_000, 0))
 	s := open(t, filepath.Join(t.TempDir(), "sweepwatch.db"), &sqlite.Options{Now: clock.Now})
