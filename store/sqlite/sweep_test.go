@@ -71,11 +71,11 @@ func watchCommits(t *testing.T, mark string) *commitWatch {
 	return w
 }
 
-// TestSweepTransactionsAreSmall: a sweep of many documents deletes them in
+// TestSweepTransactionsAreSmall: a sweep of 400 documents deletes them in
 // transactions of at most 16 documents each, and a Run that arrives during
 // the sweep commits before the sweep ends instead of waiting for all of it.
 func TestSweepTransactionsAreSmall(t *testing.T) {
-	const docs, bound = 1000, 16
+	const docs, bound = 400, 16
 	w := watchCommits(t, "sweepwatch")
 	clock := storetest.NewClock(time.Unix(1_700_000_000, 0))
 	s := open(t, filepath.Join(t.TempDir(), "sweepwatch.db"), &sqlite.Options{Now: clock.Now})
