@@ -426,7 +426,8 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 }
 
 // sweepBatch is the most documents one sweep transaction deletes: about
-// 1 ms of this Store's writer on a small machine (docs/sweep.md).
+// 1-2 ms of this Store's writer at 1M documents on a small machine
+// (docs/sweep.md).
 const sweepBatch = 16
 
 // Sweep implements [backend.Sweeper]: it deletes up to limit documents whose
