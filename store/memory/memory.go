@@ -325,8 +325,14 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	return d.version, nil
 }
 
+// sweepVisit is how many documents Sweep looks at while it holds the
+// store's lock; it lets transactions in between.
+const sweepVisit = 4096
+
 // Sweep deletes up to limit expired documents and returns how many it
-// deleted. limit must be positive.
+// deleted; fewer than limit means no expired document was left. limit must
+// be positive. It holds the store's lock for at most 4096 documents at a
+// time.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("memory: Sweep limit must be positive")
@@ -334,7 +340,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	n, visited := 0, 0
 	for k, d := range s.docs {
 		if n >= limit {
 			break
@@ -342,6 +348,12 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		if !backend.Live(d.expires, now) {
 			delete(s.docs, k)
 			n++
+		}
+		if visited++; visited%sweepVisit == 0 {
+			// Deleting and adding entries while ranging over a map is
+			// allowed; the lock is held again before the next step.
+			s.mu.Unlock()
+			s.mu.Lock()
 		}
 	}
 	return n, nil

@@ -36,9 +36,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/sdk/idem/backend"
@@ -75,6 +77,11 @@ type Store struct {
 	// Other modes (the simple protocol behind a transaction-pooling
 	// PgBouncer, say) get the SQL itself, as before.
 	named bool
+
+	// sweepFrom is the largest expiry the last sweep batch deleted, where
+	// the next batch starts.
+	sweepMu   sync.Mutex
+	sweepFrom pgtype.Timestamptz
 }
 
 var (
@@ -90,7 +97,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("postgres: New needs a pool")
 	}
-	s := &Store{pool: pool, now: time.Now, maxBytes: 1 << 20, attempts: 32,
+	s := &Store{pool: pool, now: time.Now, maxBytes: 1 << 20, attempts: 32, sweepFrom: sweepStart,
 		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	prefix := ""
 	if opts != nil {
@@ -304,28 +311,61 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	return backend.Version(v), nil
 }
 
+// sweepBatch is the most rows one sweep statement deletes.
+const sweepBatch = 500
+
 // Sweep deletes up to limit documents whose expiry is not after the store's
 // clock, in batches of at most 500 rows, each its own short statement that
 // skips rows other transactions hold locked. It returns how many it deleted;
 // fewer than limit means no unlocked expired document was left. limit must
 // be positive.
+//
+// Each batch goes on from the largest expiry the previous one deleted, in
+// this call or an earlier one, so that a long sweep never walks the index
+// entries of the rows it deleted again; before it returns fewer than limit,
+// Sweep looks once more from the earliest expiry, for documents that were
+// locked then or expire at an earlier time than that position. Its statement
+// is planned for each batch's values (never a generic plan).
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("postgres: Sweep limit must be positive")
 	}
-	const batch = 500
 	now := s.now()
+	s.sweepMu.Lock()
+	from := s.sweepFrom
+	s.sweepMu.Unlock()
+	fromStart := from == sweepStart
 	total := 0
 	for total < limit {
-		n := min(batch, limit-total)
-		tag, err := s.pool.Exec(ctx, s.q.sweep, now, n)
-		if err != nil {
+		n := min(sweepBatch, limit-total)
+		var deleted int64
+		var last pgtype.Timestamptz
+		args := []any{now, from, n}
+		if s.named {
+			// An unnamed statement is planned with its values; a cached
+			// one would go generic after five runs, and the generic plan
+			// of this statement cannot use the index bounds.
+			args = append([]any{pgx.QueryExecModeExec}, args...)
+		}
+		if err := s.pool.QueryRow(ctx, s.q.sweep, args...).Scan(&deleted, &last); err != nil {
 			return total, fmt.Errorf("postgres: sweep: %w", err)
 		}
-		total += int(tag.RowsAffected())
-		if int(tag.RowsAffected()) < n {
-			break
+		total += int(deleted)
+		if deleted > 0 {
+			from = last
+			s.sweepMu.Lock()
+			s.sweepFrom = last
+			s.sweepMu.Unlock()
+		}
+		if int(deleted) < n {
+			if fromStart {
+				break
+			}
+			from, fromStart = sweepStart, true
 		}
 	}
 	return total, nil
 }
+
+// sweepStart is the expiry a sweep starts from when it knows no later one.
+var sweepStart = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}

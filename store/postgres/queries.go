@@ -22,7 +22,7 @@ type queries struct {
 	put          string // $1 collection, $2 id, $3 doc, $4 expires_at
 	update       string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 version, $6 now -> version
 	delete       string // $1 collection, $2 id, $3 version (0: any), $4 now -> version
-	sweep        string // $1 now, $2 limit
+	sweep        string // $1 now, $2 from (an expiry), $3 limit -> deleted, largest expiry deleted
 
 	// names holds, for each statement a transaction sends (BEGIN and
 	// COMMIT included), the name it is prepared under on a connection.
@@ -79,15 +79,22 @@ RETURNING version`)
 	q.delete = r.Replace(`DELETE FROM {t}
 WHERE collection = $1 AND id = $2 AND ($3::bigint = 0 OR version = $3::bigint) AND (expires_at IS NULL OR expires_at > $4)
 RETURNING version`)
+	// Sweep deletes one batch at or after $2 on the expiry index (keyset:
+	// it continues from the last batch's largest expiry, so it never walks
+	// again the index entries of the rows it deleted) and returns how many
+	// rows it deleted and their largest expiry.
 	q.sweep = r.Replace(`WITH victims AS (
 	SELECT collection, id FROM {t}
-	WHERE expires_at <= $1
+	WHERE expires_at >= $2 AND expires_at <= $1
 	ORDER BY expires_at
-	LIMIT $2
+	LIMIT $3
 	FOR UPDATE SKIP LOCKED
+), gone AS (
+	DELETE FROM {t} d USING victims v
+	WHERE d.collection = v.collection AND d.id = v.id AND d.expires_at <= $1
+	RETURNING d.expires_at
 )
-DELETE FROM {t} d USING victims v
-WHERE d.collection = v.collection AND d.id = v.id AND d.expires_at <= $1`)
+SELECT count(*), max(expires_at) FROM gone`)
 	q.names = make(map[string]string)
 	for _, sql := range []string{q.get, q.create, q.createOrFail, q.put, q.update, q.delete, beginSQL, commitSQL} {
 		sum := sha256.Sum256([]byte(sql))

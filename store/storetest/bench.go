@@ -108,7 +108,6 @@ func (bt benchTool) call(tb testing.TB, opID string) bool {
 }
 
 func benchCalls(b *testing.B, s idem.Store) {
-	ctx := context.Background()
 	var runs atomic.Int64
 	here, elsewhere := newBenchTool(s, &runs, nil), newBenchTool(s, &runs, nil)
 	var tBare, tFirst, tReplay, tElse time.Duration
@@ -129,33 +128,8 @@ func benchCalls(b *testing.B, s idem.Store) {
 	}
 	for b.Loop() {
 		n++
-		id := "op" + strconv.FormatInt(benchSeq.Add(1), 10)
-		t0 := time.Now()
-		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-			return tx.Create(ctx, idem.Key{Collection: "notes", ID: "bare-" + id}, benchNote{Text: "hello"})
-		}); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if here.call(b, id) {
-			b.Fatal("a first call was replayed")
-		}
-		t2 := time.Now()
-		before := runs.Load()
-		if !here.call(b, id) {
-			b.Fatal("a repeat was not replayed")
-		}
-		t3 := time.Now()
-		if !elsewhere.call(b, id) {
-			b.Fatal("a repeat elsewhere was not replayed")
-		}
-		t4 := time.Now()
-		if runs.Load() > before+1 {
-			// The repeat elsewhere may run the handler in a transaction
-			// that rolls back; the replay here must not run it at all.
-			b.Fatalf("repeats ran the handler %d times", runs.Load()-before)
-		}
-		tBare, tFirst, tReplay, tElse = tBare+t1.Sub(t0), tFirst+t2.Sub(t1), tReplay+t3.Sub(t2), tElse+t4.Sub(t3)
+		r := timeCalls(b, s, here, elsewhere, &runs)
+		tBare, tFirst, tReplay, tElse = tBare+r.bare, tFirst+r.first, tReplay+r.replay, tElse+r.elsewhere
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
 	b.ReportMetric(per(tBare), "bare-ns")
@@ -165,6 +139,43 @@ func benchCalls(b *testing.B, s idem.Store) {
 	b.ReportMetric(float64(tFirst)/float64(tBare), "first/bare")
 	b.ReportMetric(float64(tReplay)/float64(tFirst), "replay/first")
 	b.ReportMetric(float64(tElse)/float64(tFirst), "elsewhere/first")
+}
+
+// callTimes is what one round of timeCalls measured.
+type callTimes struct{ bare, first, replay, elsewhere time.Duration }
+
+// timeCalls times, on s, a bare write (a document created in Store.Run),
+// a first call through here, its replay through here and its repeat
+// through elsewhere; runs counts both tools' handler runs.
+func timeCalls(tb testing.TB, s idem.Store, here, elsewhere benchTool, runs *atomic.Int64) callTimes {
+	ctx := context.Background()
+	id := "op" + strconv.FormatInt(benchSeq.Add(1), 10)
+	t0 := time.Now()
+	if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		return tx.Create(ctx, idem.Key{Collection: "notes", ID: "bare-" + id}, benchNote{Text: "hello"})
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	t1 := time.Now()
+	if here.call(tb, id) {
+		tb.Fatal("a first call was replayed")
+	}
+	t2 := time.Now()
+	before := runs.Load()
+	if !here.call(tb, id) {
+		tb.Fatal("a repeat was not replayed")
+	}
+	t3 := time.Now()
+	if !elsewhere.call(tb, id) {
+		tb.Fatal("a repeat elsewhere was not replayed")
+	}
+	t4 := time.Now()
+	if runs.Load() > before+1 {
+		// The repeat elsewhere may run the handler in a transaction
+		// that rolls back; the replay here must not run it at all.
+		tb.Fatalf("repeats ran the handler %d times", runs.Load()-before)
+	}
+	return callTimes{bare: t1.Sub(t0), first: t2.Sub(t1), replay: t3.Sub(t2), elsewhere: t4.Sub(t3)}
 }
 
 func benchStorm(b *testing.B, s idem.Store) {

@@ -170,6 +170,7 @@ func runContract(t *testing.T, h Harness) {
 	t.Run("Limits", func(t *testing.T) { t.Parallel(); testLimits(t, h) })
 	t.Run("LimitRollsBackTx", func(t *testing.T) { t.Parallel(); testLimitRollsBackTx(t, h) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); testSweep(t, h) })
+	t.Run("SweepManyBatches", func(t *testing.T) { t.Parallel(); testSweepManyBatches(t, h) })
 }
 
 func testCreateGet(t *testing.T, h Harness) {
