@@ -116,15 +116,7 @@ func benchCalls(b *testing.B, s idem.Store) {
 	// before anything is timed: with few iterations a cold first one
 	// would weigh on whichever variant it falls to.
 	for range benchWarmups {
-		id := "warm" + strconv.FormatInt(benchSeq.Add(1), 10)
-		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-			return tx.Create(ctx, idem.Key{Collection: "notes", ID: "bare-" + id}, benchNote{Text: "hello"})
-		}); err != nil {
-			b.Fatal(err)
-		}
-		here.call(b, id)
-		here.call(b, id)
-		elsewhere.call(b, id)
+		timeCalls(b, s, here, elsewhere, &runs)
 	}
 	for b.Loop() {
 		n++
