@@ -340,4 +340,27 @@ var mutations = []mutation{
 		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
 		Needs: dynamodb,
 	},
+	// Expiry sweeps: every expired document, in small batches.
+	{
+		Name:   "postgres/sweep-look-again",
+		Guards: "a sweep that ran out past its position looks once more from the earliest expiry, for documents written later with an earlier one",
+		File:   "store/postgres/postgres.go",
+		From: `			if fromStart {
+				break
+			}
+			from, fromStart = sweepStart, true`,
+		To:    "			_ = fromStart\n			break",
+		Pkg:   "./store/postgres",
+		Run:   "^TestConformance$/^Contract$/^SweepManyBatches$",
+		Needs: postgres,
+	},
+	{
+		Name:   "sqlite/sweep-batch",
+		Guards: "a sweep holds SQLite's only writer for one small batch at a time",
+		File:   "store/sqlite/sqlite.go",
+		From:   "		n := min(sweepBatch, limit-total)",
+		To:     "		n := limit - total",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestSweepTransactionsAreSmall$",
+	},
 }
