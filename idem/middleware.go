@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,8 +100,10 @@ type answer struct {
 // (or sent content beside an output that is not an object).
 func (a *answer) result() *mcp.CallToolResult {
 	res := a.res
+	var parts *resultParts
 	if res == nil {
-		res = &mcp.CallToolResult{}
+		parts = &resultParts{}
+		res = &parts.res
 	}
 	if a.replayed {
 		if res.Meta == nil {
@@ -124,11 +125,24 @@ func (a *answer) result() *mcp.CallToolResult {
 	}
 	res.StructuredContent = a.out
 	if res.Content == nil {
-		res.Content = []mcp.Content{&mcp.TextContent{Text: string(a.out)}}
+		if parts == nil {
+			parts = &resultParts{}
+		}
+		parts.text.Text = string(a.out)
+		parts.content[0] = &parts.text
+		res.Content = parts.content[:]
 	} else if a.out[0] != '{' {
 		res.Content = append(res.Content, &mcp.TextContent{Text: string(a.out)})
 	}
 	return res
+}
+
+// resultParts are the parts of a result answer.result makes, in one
+// allocation.
+type resultParts struct {
+	res     mcp.CallToolResult
+	text    mcp.TextContent
+	content [1]mcp.Content
 }
 
 // call is one tool call on its way through the middleware.
@@ -179,14 +193,14 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
 		return nil, cl.internal(ctx, "encoding arguments", err)
 	}
 	cl.key = oprecord.Key(cl.scope, cl.tool, cl.opID)
-	release, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)
+	done, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)
 	if err != nil {
 		if errors.Is(err, errBusy) {
 			return nil, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}
 		}
 		return nil, newError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
-	defer release()
+	defer cl.t.fl.release(cl.key, done)
 	return cl.runOp(ctx)
 }
 
@@ -367,12 +381,18 @@ func (cl *call[In, Out]) get(ctx context.Context, tx Tx) *oprecord.Record {
 	return ans.record()
 }
 
+// nullJSON is the result of a handler that returned none; never written to.
+var nullJSON = json.RawMessage("null")
+
 // createRecord creates the op record of answer a in tx.
 func (cl *call[In, Out]) createRecord(ctx context.Context, tx Tx, a *answer) error {
 	now := cl.c.now()
-	resJSON, err := json.Marshal(a.res)
-	if err != nil {
-		return fmt.Errorf("idem: encoding result: %w", err)
+	resJSON := nullJSON
+	if a.res != nil {
+		var err error
+		if resJSON, err = json.Marshal(a.res); err != nil {
+			return fmt.Errorf("idem: encoding result: %w", err)
+		}
 	}
 	fp, err := cl.fingerprint()
 	if err != nil {
@@ -436,8 +456,7 @@ func (cl *call[In, Out]) fingerprint() (string, error) {
 // wrote them, computed once.
 func (cl *call[In, Out]) argsHash() string {
 	if cl.hash == "" {
-		sum := sha256.Sum256(cl.inJSON)
-		cl.hash = hex.EncodeToString(sum[:])
+		cl.hash = oprecord.Hex(sha256.Sum256(cl.inJSON))
 	}
 	return cl.hash
 }
@@ -707,21 +726,18 @@ type flights struct {
 
 var errBusy = errors.New("idem: busy")
 
-func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), err error) {
+// acquire waits until no call with key k runs, then marks k running until
+// release(k, done) with the done it returns.
+func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (done chan struct{}, err error) {
 	var timeout <-chan time.Time // made on the first wait only
 	for {
 		f.mu.Lock()
-		done, running := f.m[k]
-		if !running {
+		running, ok := f.m[k]
+		if !ok {
 			done = make(chan struct{})
 			f.m[k] = done
 			f.mu.Unlock()
-			return func() {
-				f.mu.Lock()
-				delete(f.m, k)
-				f.mu.Unlock()
-				close(done)
-			}, nil
+			return done, nil
 		}
 		f.mu.Unlock()
 		if timeout == nil {
@@ -730,11 +746,21 @@ func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (relea
 			timeout = timer.C
 		}
 		select {
-		case <-done:
+		case <-running:
 		case <-timeout:
 			return nil, errBusy
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// release ends the flight acquire started: the calls waiting for it go on.
+func (f *flights) release(k Key, done chan struct{}) {
+	f.mu.Lock()
+	if f.m[k] == done {
+		delete(f.m, k)
+	}
+	f.mu.Unlock()
+	close(done)
 }
