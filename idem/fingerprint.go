@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // opIDArgument is the name of the tool argument that carries an op id.
@@ -44,6 +45,19 @@ func fingerprintArgs(args json.RawMessage) (string, error) {
 	if trimmed[0] != '{' {
 		return "", errors.New("idem: arguments are not a JSON object")
 	}
+	var buf [512]byte
+	if !json.Valid(trimmed) {
+		return canonicalizerFingerprint(trimmed) // which refuses it
+	}
+	if canon, ok := appendCanonical(buf[:0], trimmed, opIDArgument); ok {
+		return oprecord.Hex(sha256.Sum256(canon)), nil
+	}
+	return canonicalizerFingerprint(trimmed)
+}
+
+// canonicalizerFingerprint is fingerprintArgs for the trimmed argument object
+// that appendCanonical does not take, with the RFC 8785 library.
+func canonicalizerFingerprint(trimmed []byte) (string, error) {
 	// The usual arguments (what encoding/json makes of a Go value) hold at
 	// most one "op_id", spelled plainly, and no long numbers: the member is
 	// dropped from the canonical form, where it is a top-level key only if
@@ -53,8 +67,7 @@ func fingerprintArgs(args json.RawMessage) (string, error) {
 			if n == 1 {
 				canon = dropMember(canon, opIDArgument)
 			}
-			sum := sha256.Sum256(canon)
-			return hex.EncodeToString(sum[:]), nil
+			return oprecord.Hex(sha256.Sum256(canon)), nil
 		}
 	}
 	return decodedFingerprint(trimmed)
@@ -102,7 +115,7 @@ func decodedFingerprint(trimmed []byte) (string, error) {
 			h.Write([]byte(line))
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return oprecord.Hex([sha256.Size]byte(h.Sum(nil))), nil
 }
 
 // dropMember returns the RFC 8785 object canon without its top-level member

@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,8 +100,10 @@ type answer struct {
 // (or sent content beside an output that is not an object).
 func (a *answer) result() *mcp.CallToolResult {
 	res := a.res
+	var parts *resultParts
 	if res == nil {
-		res = &mcp.CallToolResult{}
+		parts = &resultParts{}
+		res = &parts.res
 	}
 	if a.replayed {
 		if res.Meta == nil {
@@ -124,11 +125,24 @@ func (a *answer) result() *mcp.CallToolResult {
 	}
 	res.StructuredContent = a.out
 	if res.Content == nil {
-		res.Content = []mcp.Content{&mcp.TextContent{Text: string(a.out)}}
+		if parts == nil {
+			parts = &resultParts{}
+		}
+		parts.text.Text = string(a.out)
+		parts.content[0] = &parts.text
+		res.Content = parts.content[:]
 	} else if a.out[0] != '{' {
 		res.Content = append(res.Content, &mcp.TextContent{Text: string(a.out)})
 	}
 	return res
+}
+
+// resultParts are the parts of a result answer.result makes, in one
+// allocation.
+type resultParts struct {
+	res     mcp.CallToolResult
+	text    mcp.TextContent
+	content [1]mcp.Content
 }
 
 // call is one tool call on its way through the middleware.
@@ -148,6 +162,15 @@ type call[In, Out any] struct {
 	fp     string // see fingerprint
 	fpErr  error
 	hash   string // see argsHash
+
+	hctx     handlerContext // the handler's context, kept here to save an allocation
+	hctxUsed bool
+
+	// What transact's attempts found, kept here for the same reason.
+	attempts      int
+	handlerFailed bool
+	found         *oprecord.Record
+	answered      *answer
 }
 
 // serve checks the call, then runs it with or without an op id.
@@ -170,14 +193,14 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
 		return nil, cl.internal(ctx, "encoding arguments", err)
 	}
 	cl.key = oprecord.Key(cl.scope, cl.tool, cl.opID)
-	release, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)
+	done, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)
 	if err != nil {
 		if errors.Is(err, errBusy) {
 			return nil, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}
 		}
 		return nil, newError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
-	defer release()
+	defer cl.t.fl.release(cl.key, done)
 	return cl.runOp(ctx)
 }
 
@@ -306,42 +329,46 @@ var errAnswered = errors.New("idem: answered from the op record")
 // failedFirst reports a first attempt that skipped reading the op record and
 // failed in the handler.
 func (cl *call[In, Out]) transact(ctx context.Context, skipRead bool) (a *answer, rec *oprecord.Record, hooks *afterCommitList, failedFirst bool, err error) {
-	attempt := 0
-	handlerFailed := false
 	hooks, err = runTx(context.WithoutCancel(ctx), cl.t.s, func(tctx context.Context, tx Tx) error {
-		attempt++
-		a, rec, handlerFailed = nil, nil, false
-		if !skipRead || attempt > 1 {
-			if rec = cl.get(tctx, tx); rec != nil {
-				return errAnswered
-			}
-		}
-		var herr error
-		a, herr = cl.runHandler(ctx, tctx, tx)
-		if herr != nil {
-			handlerFailed = true
-			return herr
-		}
-		err := cl.createRecord(tctx, tx, a)
-		if errors.Is(err, ErrExists) {
-			// A call with this op id committed first. Answer its record;
-			// a store that cannot read it here retries the transaction,
-			// which then finds it.
-			if rec = cl.get(tctx, tx); rec != nil {
-				return errAnswered
-			}
-			return fmt.Errorf("%w: op record created concurrently", ErrConflict)
-		}
-		return err
+		return cl.tryOnce(ctx, tctx, tx, skipRead)
 	})
+	a, rec = cl.answered, cl.found
 	if errors.Is(err, errAnswered) {
 		return nil, rec, nil, false, nil
 	}
-	failedFirst = skipRead && attempt == 1 && handlerFailed
+	failedFirst = skipRead && cl.attempts == 1 && cl.handlerFailed
 	if errors.Is(err, errRollback) && a != nil {
 		return a, nil, nil, failedFirst, nil // answered, not kept
 	}
 	return a, nil, hooks, failedFirst, err
+}
+
+// tryOnce is one attempt of transact's transaction.
+func (cl *call[In, Out]) tryOnce(ctx, tctx context.Context, tx Tx, skipRead bool) error {
+	cl.attempts++
+	cl.answered, cl.found, cl.handlerFailed = nil, nil, false
+	if !skipRead || cl.attempts > 1 {
+		if cl.found = cl.get(tctx, tx); cl.found != nil {
+			return errAnswered
+		}
+	}
+	a, herr := cl.runHandler(ctx, tctx, tx)
+	cl.answered = a
+	if herr != nil {
+		cl.handlerFailed = true
+		return herr
+	}
+	err := cl.createRecord(tctx, tx, a)
+	if errors.Is(err, ErrExists) {
+		// A call with this op id committed first. Answer its record;
+		// a store that cannot read it here retries the transaction,
+		// which then finds it.
+		if cl.found = cl.get(tctx, tx); cl.found != nil {
+			return errAnswered
+		}
+		return fmt.Errorf("%w: op record created concurrently", ErrConflict)
+	}
+	return err
 }
 
 // get reads the op record in the transaction: nil when there is none, or
@@ -354,12 +381,18 @@ func (cl *call[In, Out]) get(ctx context.Context, tx Tx) *oprecord.Record {
 	return ans.record()
 }
 
+// nullJSON is the result of a handler that returned none; never written to.
+var nullJSON = json.RawMessage("null")
+
 // createRecord creates the op record of answer a in tx.
 func (cl *call[In, Out]) createRecord(ctx context.Context, tx Tx, a *answer) error {
 	now := cl.c.now()
-	resJSON, err := json.Marshal(a.res)
-	if err != nil {
-		return fmt.Errorf("idem: encoding result: %w", err)
+	resJSON := nullJSON
+	if a.res != nil {
+		var err error
+		if resJSON, err = json.Marshal(a.res); err != nil {
+			return fmt.Errorf("idem: encoding result: %w", err)
+		}
 	}
 	fp, err := cl.fingerprint()
 	if err != nil {
@@ -423,8 +456,7 @@ func (cl *call[In, Out]) fingerprint() (string, error) {
 // wrote them, computed once.
 func (cl *call[In, Out]) argsHash() string {
 	if cl.hash == "" {
-		sum := sha256.Sum256(cl.inJSON)
-		cl.hash = hex.EncodeToString(sum[:])
+		cl.hash = oprecord.Hex(sha256.Sum256(cl.inJSON))
 	}
 	return cl.hash
 }
@@ -438,12 +470,26 @@ var errRollback = errors.New("idem: roll back")
 // answer, for results that are answered but not kept, and the handler's
 // error (wrapped in handlerError) otherwise.
 func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx) (*answer, error) {
-	hctx, cancel := context.WithCancelCause(tctx)
-	stop := context.AfterFunc(reqCtx, func() { cancel(context.Cause(reqCtx)) })
-	defer func() {
-		stop()
-		cancel(nil)
-	}()
+	var hctx context.Context
+	switch {
+	case tctx.Done() == nil && !cl.hctxUsed:
+		// The usual case: the store's context is the detached request
+		// context with values added, and the request's cancellation is
+		// all the handler's context needs; nothing to allocate. (A later
+		// attempt gets its own: the first one's may still be held.)
+		cl.hctx, cl.hctxUsed = handlerContext{Context: tctx, req: reqCtx}, true
+		hctx = &cl.hctx
+	case tctx.Done() == nil:
+		hctx = &handlerContext{Context: tctx, req: reqCtx}
+	default:
+		ctx, cancel := context.WithCancelCause(tctx)
+		stop := context.AfterFunc(reqCtx, func() { cancel(context.Cause(reqCtx)) })
+		defer func() {
+			stop()
+			cancel(nil)
+		}()
+		hctx = ctx
+	}
 	res, out, err := cl.callHandler(hctx, tx)
 	if err != nil {
 		return nil, &handlerError{err}
@@ -456,6 +502,29 @@ func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx) (*answe
 		return nil, fmt.Errorf("idem: encoding output: %w", err)
 	}
 	return a, nil
+}
+
+// handlerContext is a handler's context when the store's context (the
+// embedded Context) cannot be cancelled: its values, and the request's
+// deadline and cancellation.
+type handlerContext struct {
+	context.Context
+	req context.Context
+}
+
+func (c *handlerContext) Deadline() (time.Time, bool) { return c.req.Deadline() }
+func (c *handlerContext) Done() <-chan struct{}       { return c.req.Done() }
+func (c *handlerContext) Err() error                  { return c.req.Err() }
+
+// Value looks in the store's context, then in the request's: the store's
+// context holds every value of the request's but the one that links it to
+// the request's cancellation, which context.Cause and the contexts a
+// handler derives (context.WithCancel) find here.
+func (c *handlerContext) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.req.Value(key)
 }
 
 // handlerError marks an error the handler returned (or its panic), so that
@@ -488,14 +557,25 @@ func (cl *call[In, Out]) finish(ctx context.Context, a *answer, hooks *afterComm
 	if cl.opID != "" && err == nil {
 		cl.t.recent.add(cl.key)
 	}
-	var he *handlerError
-	var e *Error
 	switch {
 	case err == nil:
-		hooks.run(context.WithoutCancel(ctx))
+		if hooks.pending() {
+			hooks.run(context.WithoutCancel(ctx))
+		}
 		return a, nil
 	case errors.Is(err, errRollback) && a != nil:
 		return a, nil
+	}
+	return cl.failed(ctx, err, hooks)
+}
+
+// failed answers a call whose transaction failed with err: a refusal, or
+// for a commit of unknown outcome what the op record says. (Apart from
+// finish, so that the error variables are made only on this path.)
+func (cl *call[In, Out]) failed(ctx context.Context, err error, hooks *afterCommitList) (*answer, *Error) {
+	var he *handlerError
+	var e *Error
+	switch {
 	case errors.As(err, &he):
 		var p *panicError
 		if errors.As(err, &p) {
@@ -618,16 +698,18 @@ func refusal(e *Error) *mcp.CallToolResult {
 // attempt's commit may have landed, and the caller runs them if a lookup
 // confirms it did.
 func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
-	var l *afterCommitList
+	var last *hookContext
 	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
-		l = &afterCommitList{}
-		return fn(context.WithValue(ctx, afterCommitKey{}, l), tx)
+		last = &hookContext{Context: ctx}
+		return fn(last, tx)
 	})
 	switch {
+	case last == nil: // fn never ran
+		return nil, err
 	case err == nil:
-		return l, nil
+		return &last.hooks, nil
 	case errors.Is(err, ErrUnknownOutcome):
-		return l, err
+		return &last.hooks, err
 	}
 	return nil, err
 }
@@ -644,21 +726,18 @@ type flights struct {
 
 var errBusy = errors.New("idem: busy")
 
-func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), err error) {
+// acquire waits until no call with key k runs, then marks k running until
+// release(k, done) with the done it returns.
+func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (done chan struct{}, err error) {
 	var timeout <-chan time.Time // made on the first wait only
 	for {
 		f.mu.Lock()
-		done, running := f.m[k]
-		if !running {
+		running, ok := f.m[k]
+		if !ok {
 			done = make(chan struct{})
 			f.m[k] = done
 			f.mu.Unlock()
-			return func() {
-				f.mu.Lock()
-				delete(f.m, k)
-				f.mu.Unlock()
-				close(done)
-			}, nil
+			return done, nil
 		}
 		f.mu.Unlock()
 		if timeout == nil {
@@ -667,11 +746,21 @@ func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (relea
 			timeout = timer.C
 		}
 		select {
-		case <-done:
+		case <-running:
 		case <-timeout:
 			return nil, errBusy
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// release ends the flight acquire started: the calls waiting for it go on.
+func (f *flights) release(k Key, done chan struct{}) {
+	f.mu.Lock()
+	if f.m[k] == done {
+		delete(f.m, k)
+	}
+	f.mu.Unlock()
+	close(done)
 }

@@ -3,7 +3,6 @@ package idem
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -56,20 +55,27 @@ func parseArgs(args json.RawMessage, want ...string) map[string]json.RawMessage 
 	if args[i] != '{' {
 		return nil
 	}
-	out := make(map[string]json.RawMessage, len(want))
+	out := noMembers // made on the first member wanted: most calls have one or two
 	for i = skipSpace(args, i+1); args[i] == '"'; i = skipSpace(args, i+1) {
 		// A valid object: a key string, ':', a value, then ',' or '}'.
 		end := stringEnd(args, i)
-		key := string(args[i+1 : end])
-		if bytes.IndexByte(args[i:end], '\\') >= 0 {
+		raw := args[i+1 : end]
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			var key string
 			if err := json.Unmarshal(args[i:end+1], &key); err != nil {
 				return nil
 			}
+			raw = []byte(key)
 		}
 		start := skipSpace(args, skipSpace(args, end+1)+1) // past ':'
 		stop := valueEnd(args, start)
-		if slices.Contains(want, key) {
-			out[key] = bytes.TrimRight(args[start:stop], " \t\r\n")
+		for _, w := range want {
+			if string(raw) == w {
+				if len(out) == 0 {
+					out = make(map[string]json.RawMessage, len(want))
+				}
+				out[w] = bytes.TrimRight(args[start:stop], " \t\r\n")
+			}
 		}
 		if i = stop; args[i] == '}' {
 			break
@@ -77,6 +83,10 @@ func parseArgs(args json.RawMessage, want ...string) map[string]json.RawMessage 
 	}
 	return out
 }
+
+// noMembers is what parseArgs returns for an object without the members it
+// looks for; it is never written.
+var noMembers = map[string]json.RawMessage{}
 
 // skipSpace returns the index of the first byte at or after i in the valid
 // JSON text b that is not white space.

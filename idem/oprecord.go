@@ -20,7 +20,9 @@ var (
 // newAttemptID returns an id no other attempt, in this process or another,
 // has: a random per-process prefix and a counter.
 func newAttemptID() string {
-	return attemptPrefix + "." + strconv.FormatUint(attemptSeq.Add(1), 36)
+	var buf [32]byte
+	b := append(append(buf[:0], attemptPrefix...), '.')
+	return string(strconv.AppendUint(b, attemptSeq.Add(1), 36))
 }
 
 // opAnswer is the part of an op record a replay needs: decoding only it

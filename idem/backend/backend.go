@@ -257,6 +257,11 @@ func Backoff(ctx context.Context, attempt int, base, max time.Duration) error {
 	}
 }
 
+// jsonAppender is a document that writes its own JSON.
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
 // Live reports whether a document with the given expiry is live at now.
 // A zero expiry never expires. So that every backend agrees
 // on the boundary: a document whose expiry equals now is expired.
@@ -266,9 +271,17 @@ func Live(expiresAt, now time.Time) bool {
 
 // EncodeDocument marshals doc as a stored document. It fails with an error
 // wrapping ErrTooLarge when the JSON is over maxBytes, so every backend
-// measures its limit the same way.
+// measures its limit the same way. A doc with a method
+// AppendJSON([]byte) ([]byte, error) (the op record) writes its own JSON,
+// which must decode as encoding/json's would.
 func EncodeDocument(doc any, maxBytes int) ([]byte, error) {
-	b, err := json.Marshal(doc)
+	var b []byte
+	var err error
+	if a, ok := doc.(jsonAppender); ok {
+		b, err = a.AppendJSON(nil)
+	} else {
+		b, err = json.Marshal(doc)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("idem: encoding document: %w", err)
 	}

@@ -36,19 +36,15 @@ var mutations = []mutation{
 		Guards: "the op record's key (owner and hash) holds the scope",
 		File:   "internal/oprecord/oprecord.go",
 		From: `	for _, s := range []string{scope, tool, opID} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: hex.EncodeToString(h.Sum(nil))}`,
+	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: Hex(sha256.Sum256(b))}`,
 		To: `	for _, s := range []string{tool, opID} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	return backend.Key{Collection: Collection, ID: hex.EncodeToString(h.Sum(nil))}`,
+	return backend.Key{Collection: Collection, ID: Hex(sha256.Sum256(b))}`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Middleware$/^ScopesKeepOpsApart$",
 	},
@@ -74,10 +70,31 @@ var mutations = []mutation{
 		Name:   "idem/flights",
 		Guards: "concurrent duplicates in one process wait for the first and replay it",
 		File:   "idem/middleware.go",
-		From:   "release, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)",
-		To:     "release, err := func() {}, error(nil)",
+		From:   "done, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)",
+		To:     "done, err := make(chan struct{}), error(nil)",
 		Pkg:    "./store/memory",
 		Run:    "^TestConformance$/^Middleware$/^Concurrent64SameOpID$",
+	},
+
+	// The fast check of arguments: it may only accept what the full
+	// validator accepts.
+	{
+		Name:   "idem/fast-check-required",
+		Guards: "the fast argument check accepts an object only with every required property",
+		File:   "idem/fastcheck.go",
+		From:   "return i + 1, seen&fs.required == fs.required",
+		To:     "return i + 1, true",
+		Pkg:    "./idem",
+		Run:    "^FuzzFastCheck$",
+	},
+	{
+		Name:   "idem/fast-check-string-length",
+		Guards: "the fast argument check measures a constrained string only when its bytes are its code points",
+		File:   "idem/fastcheck.go",
+		From:   `if c < 0x20 || c > 0x7e || c == '\\' {`,
+		To:     `if c == '\\' {`,
+		Pkg:    "./idem",
+		Run:    "^FuzzFastCheck$",
 	},
 
 	// Side-effect markers.

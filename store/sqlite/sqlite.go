@@ -92,6 +92,83 @@ type Store struct {
 	// gaveUp is set when Close stopped waiting for a Run still in fn:
 	// that Run must not commit.
 	gaveUp atomic.Bool
+	// w is the connection Runs write on, kept from one Run to the next
+	// with the statements prepared on it (compiling a statement costs
+	// about as much as running it); nil until a Run needs one. Guarded
+	// by the writer token.
+	w *writeConn
+	// reader is readQuery prepared for Read, on every pooled connection
+	// it runs on.
+	reader *sql.Stmt
+}
+
+// writeConn is a connection kept for Runs and the statements prepared on
+// it.
+type writeConn struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+	bad   bool // discarded: not kept after this Run
+}
+
+// writeConn returns the connection this Run writes on.
+func (s *Store) writeConn(ctx context.Context) (*writeConn, error) {
+	if s.w == nil {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.w = &writeConn{conn: conn, stmts: make(map[string]*sql.Stmt)}
+	}
+	return s.w, nil
+}
+
+// releaseConn ends a Run's use of the connection: it is kept for the next
+// Run unless it was discarded or the store is closing.
+func (s *Store) releaseConn(w *writeConn) {
+	if w.bad || s.closing.Load() {
+		w.close()
+		if s.w == w {
+			s.w = nil
+		}
+	}
+}
+
+func (w *writeConn) close() {
+	if !w.bad {
+		// A discarded connection's statements went with it: database/sql
+		// closed them, and closing them again would fail in the driver.
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}
+	w.conn.Close()
+}
+
+// stmt returns query prepared on w.
+func (w *writeConn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := w.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	w.stmts[query] = st
+	return st, nil
+}
+
+// rollback ends the transaction on w; if it cannot, the connection is
+// discarded so that no later Run inherits the open transaction.
+func (w *writeConn) rollback() {
+	if _, err := w.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		w.discard()
+	}
+}
+
+// discard makes database/sql close the connection instead of reusing it.
+func (w *writeConn) discard() {
+	w.bad = true
+	discard(w.conn)
 }
 
 // inRun keys the context fn gets; its value, a *runState, is active while
@@ -176,6 +253,10 @@ func Open(path string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: creating tables: %w", err)
 		}
 	}
+	if s.reader, err = db.PrepareContext(ctx, readQuery); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: preparing a statement: %w", err)
+	}
 	s.db = db
 	return s, nil
 }
@@ -207,12 +288,17 @@ func (s *Store) Close() error {
 	var stuck error
 	select {
 	case s.writer <- struct{}{}: // held for good: nothing runs after Close
+		if s.w != nil {
+			s.w.close()
+			s.w = nil
+		}
 	case <-t.C:
 		// A Run stuck in fn: it will not commit (runOnce checks closing
 		// before COMMIT), and Close says so.
 		s.gaveUp.Store(true)
 		stuck = errors.New("sqlite: closed while a Run was still in fn; it will be rolled back")
 	}
+	s.reader.Close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: closing database: %w", err)
 	}
@@ -293,21 +379,22 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 		return err
 	}
 	defer s.unlock()
-	conn, err := s.db.Conn(ctx)
+	w, err := s.writeConn(ctx)
 	if err != nil {
 		return fmt.Errorf("sqlite: getting a connection: %w", err)
 	}
-	defer conn.Close()
+	defer s.releaseConn(w)
+	conn := w.conn
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		if isBusy(err) {
 			return fmt.Errorf("%w: database locked: %w", backend.ErrConflict, err)
 		}
 		return fmt.Errorf("sqlite: beginning transaction: %w", err)
 	}
-	t := &tx{s: s, conn: conn}
+	t := &tx{s: s, conn: conn, w: w}
 	if err := t.guard(); err != nil {
 		t.unguard()
-		rollback(conn)
+		w.rollback()
 		return err
 	}
 	done := false
@@ -316,7 +403,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 		if !done {
 			// fn panicked (or called runtime.Goexit): undo it and let the
 			// panic go on.
-			rollback(conn)
+			w.rollback()
 		}
 		t.unguard()
 	}()
@@ -327,7 +414,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 	t.closed = true
 	done = true
 	if fnErr != nil {
-		rollback(conn)
+		w.rollback()
 		return fnErr
 	}
 	if t.rolledBack.Load() {
@@ -336,18 +423,18 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 		return errRolledBack
 	}
 	if s.gaveUp.Load() {
-		rollback(conn)
+		w.rollback()
 		return errClosedStore
 	}
 	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 		if isBusy(err) {
-			rollback(conn)
+			w.rollback()
 			return fmt.Errorf("%w: database locked at commit: %w", backend.ErrConflict, err)
 		}
 		if t.rolledBack.Load() {
 			return fmt.Errorf("%w: %w", errRolledBack, err)
 		}
-		discard(conn)
+		w.discard()
 		return fmt.Errorf("%w: sqlite commit failed: %w", backend.ErrUnknownOutcome, err)
 	}
 	return nil
@@ -390,14 +477,6 @@ func (t *tx) unguard() {
 	})
 }
 
-// rollback ends the transaction on conn; if it cannot, the connection is
-// discarded so that no later Run inherits the open transaction.
-func rollback(conn *sql.Conn) {
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		discard(conn)
-	}
-}
-
 // discard makes database/sql close conn instead of reusing it.
 func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -422,7 +501,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
-	return read(ctx, s.db, k, unixNano(s.now()), dst)
+	return scanDoc(s.reader.QueryRowContext(ctx, k.Collection, k.StoredID()), unixNano(s.now()), dst)
 }
 
 // sweepBatch is the most documents one sweep transaction deletes: about

@@ -18,6 +18,7 @@ import (
 type tx struct {
 	s      *Store
 	conn   *sql.Conn
+	w      *writeConn // conn, and the statements prepared on it
 	closed bool
 	// rolledBack is set by SQLite's rollback hook: SQLite ended the
 	// transaction by itself (a statement was interrupted, or failed with
@@ -74,12 +75,21 @@ func (t *tx) encode(doc any) (string, error) {
 
 func (t *tx) nowNano() int64 { return unixNano(t.s.now()) }
 
+// exec runs one of the store's statements, prepared once per connection.
+func (t *tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
 // The version a write gives is the sequence's next value; bump claims it
 // once the write has happened, so versions never repeat.
 const nextVersion = `(SELECT last + 1 FROM docs_seq WHERE one = 1)`
 
 func (t *tx) bump(ctx context.Context) error {
-	if _, err := t.conn.ExecContext(ctx, `UPDATE docs_seq SET last = last + 1 WHERE one = 1`); err != nil {
+	if _, err := t.exec(ctx, `UPDATE docs_seq SET last = last + 1 WHERE one = 1`); err != nil {
 		return fmt.Errorf("sqlite: advancing version sequence: %w", err)
 	}
 	return nil
@@ -112,24 +122,24 @@ func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, 
 	if err := t.check(k); err != nil {
 		return 0, err
 	}
-	return read(ctx, t.conn, k, t.nowNano(), dst)
+	st, err := t.w.stmt(ctx, readQuery)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: reading document: %w", err)
+	}
+	return scanDoc(st.QueryRowContext(ctx, k.Collection, k.StoredID()), t.nowNano(), dst)
 }
 
-// rowQuerier is a *sql.Conn inside a transaction or the *sql.DB outside one.
-type rowQuerier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+const readQuery = `SELECT version, doc, expires_at FROM docs WHERE collection = ? AND id = ?`
 
-// read reads the document at k as live at now (Unix nanoseconds).
-func read(ctx context.Context, q rowQuerier, k backend.Key, now int64, dst any) (backend.Version, error) {
+// scanDoc reads the result of readQuery as live at now (Unix
+// nanoseconds).
+func scanDoc(row *sql.Row, now int64, dst any) (backend.Version, error) {
 	var (
 		v   int64
 		doc []byte
 		exp sql.NullInt64
 	)
-	err := q.QueryRowContext(ctx,
-		`SELECT version, doc, expires_at FROM docs WHERE collection = ? AND id = ?`,
-		k.Collection, k.StoredID()).Scan(&v, &doc, &exp)
+	err := row.Scan(&v, &doc, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, backend.ErrNotFound
 	}
@@ -157,7 +167,7 @@ func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend
 	if err != nil {
 		return err
 	}
-	res, err := t.conn.ExecContext(ctx,
+	res, err := t.exec(ctx,
 		`INSERT INTO docs (collection, id, version, doc, expires_at) VALUES (?, ?, `+nextVersion+`, ?, ?)
 		ON CONFLICT (collection, id) DO UPDATE
 			SET version = excluded.version, doc = excluded.doc, expires_at = excluded.expires_at
@@ -185,7 +195,7 @@ func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.Wr
 	if err != nil {
 		return err
 	}
-	res, err := t.conn.ExecContext(ctx,
+	res, err := t.exec(ctx,
 		`INSERT INTO docs (collection, id, version, doc, expires_at) VALUES (?, ?, `+nextVersion+`, ?, ?)
 		ON CONFLICT (collection, id) DO UPDATE
 			SET version = excluded.version, doc = excluded.doc, expires_at = excluded.expires_at`,
@@ -210,7 +220,7 @@ func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc a
 	if err != nil {
 		return err
 	}
-	res, err := t.conn.ExecContext(ctx,
+	res, err := t.exec(ctx,
 		`UPDATE docs SET version = `+nextVersion+`, doc = ?, expires_at = ?
 		WHERE collection = ? AND id = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)`,
 		b, expiresAt(opts), k.Collection, k.StoredID(), int64(v), t.nowNano())
@@ -232,7 +242,7 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 	if err := t.check(k); err != nil {
 		return err
 	}
-	res, err := t.conn.ExecContext(ctx,
+	res, err := t.exec(ctx,
 		`DELETE FROM docs
 		WHERE collection = ? AND id = ? AND (? = 0 OR version = ?) AND (expires_at IS NULL OR expires_at > ?)`,
 		k.Collection, k.StoredID(), int64(v), int64(v), t.nowNano())
