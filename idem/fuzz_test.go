@@ -138,25 +138,3 @@ func masked(doc []byte, v string) []byte {
 	q, _ := json.Marshal(strings.Repeat("Q", len(v)))
 	return []byte(strings.ReplaceAll(string(doc), string(enc[1:len(enc)-1]), string(q[1:len(q)-1])))
 }
-
-// FuzzOpID checks the op id rule on any string: accepted exactly when it
-// is 1 to 128 printable ASCII characters without spaces, and a refusal
-// never repeats it.
-func FuzzOpID(f *testing.F) {
-	for _, s := range []string{"op-1", "", " ", "a b", strings.Repeat("x", 129), "é", "\x00", "~!"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, id string) {
-		err := idem.ValidateOpID(id)
-		want := len(id) >= 1 && len(id) <= 128
-		for i := 0; i < len(id); i++ {
-			want = want && id[i] >= 0x21 && id[i] <= 0x7e
-		}
-		if (err == nil) != want {
-			t.Fatalf("ValidateOpID(%q) = %v, want accepted %v", id, err, want)
-		}
-		if err != nil && len(id) >= 4 && strings.Contains(err.Error(), id) {
-			t.Fatalf("the refusal repeats the op id: %v", err)
-		}
-	})
-}

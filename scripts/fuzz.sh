@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fuzz.sh [TIME]: runs every fuzz target for TIME each (default 5s; CI uses
+# fuzz.sh [TIME]: runs every fuzz target for TIME each (default 3s; CI uses
 # the default, a longer run on demand: scripts/fuzz.sh 10m). The targets
 # cover what a caller controls: a tool call's arguments and _meta, op ids,
 # merge inputs, and the tool listings idem audit reads. New inputs that
@@ -9,10 +9,17 @@
 # it with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-time=${1:-5s}
+time=${1:-3s}
 targets=(
   "./idem FuzzCall"
-  "./idem FuzzOpID"
+  "./idem FuzzToolCall"
+  "./idem FuzzValidateOpID"
+  "./idem FuzzParseArgs"
+  "./idem FuzzFingerprint"
+  "./idem FuzzFingerprintFastPath"
+  "./idem FuzzCanonical"
+  "./idem FuzzFastCheck"
+  "./internal/oprecord FuzzAppendJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"
 )
