@@ -144,7 +144,11 @@ func write(dir string, r *results, machine string) error {
 	p("one transaction) against the same write in a bare `Store.Run`. *replay/first*: the same op id sent\n")
 	p("again to the process that answered it (on stores that can read outside a transaction, one read).\n")
 	p("*elsewhere/first*: the same op id sent to another process, which has not answered it (the handler\n")
-	p("runs in a transaction that the op record's create rolls back, and the retry replays).\n\n")
+	p("runs in a transaction that the op record's create rolls back, and the retry replays).\n")
+	p("The bare write is one document; a first call writes two (the note and its op record) in the same\n")
+	p("transaction, so first/bare also counts the second document's write. A handler that writes its own\n")
+	p("table through the transaction (PostgreSQL's `As`, `BenchmarkOpRecord` in store/postgres) pays only\n")
+	p("the op record's row on top of its own statement: see docs/postgres.md for that figure.\n\n")
 	p("| store | bare | first call | replay | elsewhere | first/bare | replay/first | elsewhere/first |\n|---|---|---|---|---|---|---|---|\n")
 	for _, s := range stores {
 		c := "BenchmarkSuite/calls"
