@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // bins holds the server binaries TestMain builds once.
@@ -40,21 +42,9 @@ func run(m *testing.M) int {
 	bins.stories = filepath.Join(dir, "stories")
 	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.types: "./typesserver",
 		bins.focus: "../examples/focus", bins.stories: "../examples/stories"}
-	errs := make(chan error, len(builds))
-	for out, pkg := range builds {
-		go func() {
-			b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput()
-			if err != nil {
-				err = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-			}
-			errs <- err
-		}()
-	}
-	for range builds {
-		if err := <-errs; err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := testenv.Build(builds); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
 }

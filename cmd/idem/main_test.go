@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // asServer, set in the environment, makes the test binary serve the
@@ -53,24 +55,14 @@ func runTests(m *testing.M) int {
 	for _, e := range auditedExamples {
 		pkgs[e.name] = "../../examples/" + e.name
 	}
-	errs := make(chan error, len(pkgs))
+	builds := map[string]string{}
 	for name, pkg := range pkgs {
-		out := filepath.Join(dir, name)
-		bins[name] = out
-		go func() {
-			// go test puts its own go first in PATH.
-			b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput()
-			if err != nil {
-				err = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-			}
-			errs <- err
-		}()
+		bins[name] = filepath.Join(dir, name)
+		builds[bins[name]] = pkg
 	}
-	for range pkgs {
-		if err := <-errs; err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := testenv.Build(builds); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,42 +15,25 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // The tests in this file run the command as a newcomer does: built with go
 // build, started as a process of its own, and read from its output.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// focusBin is the command, built once per test run (TestMain removes it).
+var focusBin = &testenv.Binary{Pkg: "."}
 
-// focusBinary builds the command once per test run and returns its path.
+// focusBinary returns the command's path, building it on the first call.
 func focusBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "focus-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "focus")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return focusBin.Path(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	focusBin.Remove()
 	os.Exit(code)
 }
 

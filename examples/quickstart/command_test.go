@@ -13,42 +13,25 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // The tests in this file run the command as a newcomer does: built with go
 // build, started as a process of its own, and read from its output.
 
-var (
-	buildOnce sync.Once
-	binDir    string // removed by TestMain
-	binPath   string
-	buildErr  error
-)
+// quickstartBin is the command, built once per test run (TestMain removes it).
+var quickstartBin = &testenv.Binary{Pkg: "."}
 
-// quickstartBinary builds the command once per test run and returns its path.
+// quickstartBinary returns the command's path, building it on the first call.
 func quickstartBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "quickstart-bin-"); buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "quickstart")
-		// go test puts its own go first in PATH.
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return quickstartBin.Path(t)
 }
 
 // server is the command serving HTTP, started by startHTTP.

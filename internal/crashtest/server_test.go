@@ -5,52 +5,30 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemkit/sdk/internal/crashtest"
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// crashServer is command crashserver, built once per test run (TestMain
+// removes it) without the race detector even when the test has it: a
+// race-enabled server starts and runs several times slower, and the crash
+// test is about the store, not about this process's memory.
+var crashServer = &testenv.Binary{Pkg: "./crashserver"}
 
-// serverBinary builds command crashserver once per test run, without the
-// race detector even when the test has it (a race-enabled server starts and
-// runs several times slower, and the crash test is about the store, not
-// about this process's memory), and returns its path.
+// serverBinary returns the command's path, building it on the first call.
 func serverBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "crashserver-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "crashserver")
-		// go test puts its own go first in PATH.
-		out, err := exec.Command("go", "build", "-o", binPath, "./crashserver").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return crashServer.Path(t)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	crashServer.Remove()
 	os.Exit(code)
 }
 

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,19 @@ func TestInCIForAnyValue(t *testing.T) {
 	t.Setenv("CI", "")
 	if InCI() {
 		t.Error("an empty CI taken for CI")
+	}
+}
+
+// A package that does not build is named in Build's error; one that does
+// leaves its binary.
+func TestBuild(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := dir+"/good", dir+"/bad"
+	err := Build(map[string]string{good: "../crashtest/crashserver", bad: "./no-such-package"})
+	if err == nil || !strings.Contains(err.Error(), "no-such-package") {
+		t.Fatalf("Build = %v, want an error naming the missing package", err)
+	}
+	if strings.Contains(err.Error(), "../crashtest/crashserver") {
+		t.Errorf("the error names a package that built: %v", err)
 	}
 }

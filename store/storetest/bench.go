@@ -68,10 +68,15 @@ type benchAdded struct {
 type benchTool struct {
 	handle mcp.ToolHandler
 	runs   *atomic.Int64
-	made   *sync.Map // text -> *[]string, under madeMu
+	made   *notesMade // nil, or where the runs' note ids are kept
 }
 
-var madeMu sync.Mutex
+// notesMade holds the ids of the notes the handler's runs created, by
+// their text.
+type notesMade struct {
+	mu  sync.Mutex
+	ids map[string][]string
+}
 
 var benchSeq atomic.Int64
 
@@ -80,16 +85,15 @@ const benchWarmups = 10
 
 // newBenchTool wraps the note-creating handler on s; made, when not nil,
 // collects the ids of the notes it creates by their text.
-func newBenchTool(s idem.Store, runs *atomic.Int64, made *sync.Map) benchTool {
+func newBenchTool(s idem.Store, runs *atomic.Int64, made *notesMade) benchTool {
 	_, h := idem.Tool(&mcp.Tool{Name: "add_note"}, s,
 		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in benchNote) (*mcp.CallToolResult, benchAdded, error) {
 			runs.Add(1)
 			id := "n" + strconv.FormatInt(benchSeq.Add(1), 10)
 			if made != nil {
-				v, _ := made.LoadOrStore(in.Text, new([]string))
-				madeMu.Lock()
-				*v.(*[]string) = append(*v.(*[]string), id)
-				madeMu.Unlock()
+				made.mu.Lock()
+				made.ids[in.Text] = append(made.ids[in.Text], id)
+				made.mu.Unlock()
 			}
 			return nil, benchAdded{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
 		}, idem.RequireOpID())
@@ -173,10 +177,10 @@ func timeCalls(tb testing.TB, s idem.Store, here, elsewhere benchTool, runs *ato
 func benchStorm(b *testing.B, s idem.Store) {
 	const calls, processes = 64, 4
 	var runs atomic.Int64
-	var made sync.Map
+	made := &notesMade{ids: map[string][]string{}}
 	tools := make([]benchTool, processes)
 	for i := range tools {
-		tools[i] = newBenchTool(s, &runs, &made)
+		tools[i] = newBenchTool(s, &runs, made)
 	}
 	for range benchWarmups {
 		tools[0].call(b, "warm"+strconv.FormatInt(benchSeq.Add(1), 10))
@@ -203,7 +207,7 @@ func benchStorm(b *testing.B, s idem.Store) {
 		}
 		close(start)
 		wg.Wait()
-		executions += committedNotes(b, s, &made, id)
+		executions += committedNotes(b, s, made, id)
 	}
 	if executions != int64(n) {
 		b.Fatalf("%d storms committed %d times", n, executions)
@@ -218,15 +222,12 @@ func benchStorm(b *testing.B, s idem.Store) {
 // committedNotes counts the notes of text that the store holds: a run
 // whose transaction rolled back (a duplicate that found the op record) left
 // none.
-func committedNotes(b *testing.B, s idem.Store, made *sync.Map, text string) int64 {
+func committedNotes(b *testing.B, s idem.Store, made *notesMade, text string) int64 {
 	b.Helper()
-	v, ok := made.LoadAndDelete(text)
-	if !ok {
-		return 0
-	}
-	madeMu.Lock()
-	ids := slices.Clone(*v.(*[]string))
-	madeMu.Unlock()
+	made.mu.Lock()
+	ids := made.ids[text]
+	delete(made.ids, text)
+	made.mu.Unlock()
 	var n int64
 	for _, id := range ids {
 		err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
