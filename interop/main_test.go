@@ -1,16 +1,13 @@
 package interop_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,55 +70,13 @@ func newTarget(t *testing.T, transport, bin string, args ...string) target {
 	return target{}
 }
 
-var urlInLog = regexp.MustCompile(`http://[^\s)"']+`)
-
 // startHTTP starts bin serving streamable HTTP on a free loopback port and
 // returns its endpoint: the URL the server prints on stderr, with the path
 // it prints, or "/" when it prints none.
 func startHTTP(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"-http", addr}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu      sync.Mutex
-		printed string
-		logBuf  strings.Builder
-		seen    = make(chan struct{})
-		once    sync.Once
-	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			mu.Lock()
-			logBuf.WriteString(line + "\n")
-			if printed == "" && strings.Contains(line, "http://") {
-				printed = urlInLog.FindString(line)
-				once.Do(func() { close(seen) })
-			}
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		<-done
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("%s stderr:\n%s", filepath.Base(bin), logBuf.String())
-			mu.Unlock()
-		}
-	})
-
+	p := testenv.Start(t, exec.Command(bin, append([]string{"-http", addr}, args...)...))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -134,13 +89,7 @@ func startHTTP(t *testing.T, bin string, args ...string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	select {
-	case <-seen:
-	case <-time.After(time.Second):
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return endpoint(addr, printed)
+	return endpoint(addr, p.URL(time.Second))
 }
 
 // endpoint returns the URL to connect to on addr: the one the server printed

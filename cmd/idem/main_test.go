@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,8 +93,6 @@ func auditJSON(t *testing.T, args ...string) (int, *report) {
 	return status, &r
 }
 
-var urlInLog = regexp.MustCompile(`http://[^\s)"']+`)
-
 // startHTTP starts bin with args (which serve HTTP on a free port) and
 // returns the endpoint URL it prints on stderr; the process is killed when
 // t ends.
@@ -105,49 +100,9 @@ func startHTTP(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = t.TempDir()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu   sync.Mutex
-		logs bytes.Buffer
-	)
-	found := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			fmt.Fprintln(&logs, sc.Text())
-			mu.Unlock()
-			if u := urlInLog.FindString(sc.Text()); u != "" {
-				select {
-				case found <- u:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		<-done
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("%s stderr:\n%s", filepath.Base(bin), logs.String())
-			mu.Unlock()
-		}
-	})
-	select {
-	case u := <-found:
-		return u
-	case <-time.After(30 * time.Second):
+	u := testenv.Start(t, cmd).URL(30 * time.Second)
+	if u == "" {
 		t.Fatalf("%s printed no URL within 30 s", filepath.Base(bin))
-		return ""
 	}
+	return u
 }
