@@ -90,6 +90,9 @@ func (cl *client) call(ctx context.Context, o *op, note string) (*mcp.CallToolRe
 	params := &mcp.CallToolParams{Name: crashtest.ToolName, Arguments: crashtest.Args{Log: o.log, Tag: opID, Note: note, OpID: opID}}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // the run was given up
+			}
 			cl.c.retries.Add(1)
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("no answer for op %s within %v", opID, giveUp)

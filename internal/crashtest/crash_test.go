@@ -2,14 +2,17 @@ package crashtest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,27 +32,64 @@ const (
 	randomKillWithin = 60 * time.Millisecond
 )
 
-// pointOrder is the order runs take the kill points in: the points where a
-// retry finds the op committed come first, for the stores that get 2 runs.
+// pointOrder is the order runs take the kill points in (run r takes
+// r mod 3): the point where a retry finds the op committed comes first, so
+// that a short test still covers it.
 var pointOrder = []string{crashtest.PointCommitted, crashtest.PointWritten, crashtest.PointStart}
 
 // defaultRuns is how many runs each store gets in an ordinary go test;
 // IDEMKIT_CRASH_RUNS asks for another count on every store (200 for the
-// figures in docs/crash.md). Firestore gets fewer: a kill between the
-// locking read and the commit of its transaction leaves the documents
-// locked, and the emulator holds the next call on them for about 60 s.
-var defaultRuns = map[string]int{"sqlite": 10, "postgres": 10, "dynamodb": 10, "firestore": 2}
+// figures in docs/crash.md). Firestore's 6 go at once (defaultParallel):
+// should a run be held on a dead transaction's locks (below), the test
+// waits for that one run, about 60 s, and no longer.
+var defaultRuns = map[string]int{"sqlite": 10, "postgres": 10, "dynamodb": 10, "firestore": 6}
 
-func runCount(t *testing.T, store string) int {
-	v := os.Getenv("IDEMKIT_CRASH_RUNS")
+// defaultParallel is how many runs go at once on a store; 1 when not
+// named. A server killed between a locking read of its transaction and the
+// commit leaves those documents locked on the Firestore emulator until it
+// ends the idle transaction, 60 s later, and the run's next call on them
+// waits that long: idle time, which other runs can use. Each run has its
+// own server processes, listening socket, logs and Firestore project
+// (runSpec), so a run held on its locks holds up no other.
+// IDEMKIT_CRASH_PARALLEL asks for another count on every store.
+var defaultParallel = map[string]int{"firestore": 6}
+
+// envCount returns the number the environment variable name holds, or def
+// when it is not set.
+func envCount(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
 	if v == "" {
-		return defaultRuns[store]
+		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		t.Fatalf("IDEMKIT_CRASH_RUNS: want a number of runs from 1")
+		t.Fatalf("%s: want a number from 1", name)
 	}
 	return n
+}
+
+func runCount(t *testing.T, store string) int {
+	return envCount(t, "IDEMKIT_CRASH_RUNS", defaultRuns[store])
+}
+
+func parallelCount(t *testing.T, store string) int {
+	return envCount(t, "IDEMKIT_CRASH_PARALLEL", max(1, defaultParallel[store]))
+}
+
+// runSpec returns the store value run r uses: spec itself, except on
+// Firestore, where every run gets a project of its own (the emulator keeps
+// projects apart: their own documents, transactions and locks).
+func runSpec(spec string, r int) (string, error) {
+	if !strings.HasPrefix(spec, "firestore:") {
+		return spec, nil
+	}
+	u, err := url.Parse(spec)
+	if err != nil {
+		return "", errors.New("the Firestore store value does not parse")
+	}
+	prefix := strings.ToLower(strings.ReplaceAll(u.Query().Get("prefix"), "_", "-"))
+	u.Host = fmt.Sprintf("crash-%s-r%d", strings.Trim(prefix, "-"), r)
+	return u.String(), nil
 }
 
 // summary adds up the runs on one store.
@@ -74,6 +114,41 @@ type summary struct {
 	problems   []string
 	elapsed    time.Duration
 	slowest    time.Duration // the longest a call took, retries included
+	held       int           // runs with a call that took longer than heldAfter
+}
+
+// heldAfter is how long a call takes, retries included, before its run
+// counts as held (on Firestore, on a dead transaction's locks): the
+// client's timeout of one attempt.
+const heldAfter = callTimeout
+
+// add adds the figures of o, one run or more, to s.
+func (s *summary) add(o *summary) {
+	s.runs += o.runs
+	for k, n := range o.kills {
+		s.kills[k] += n
+	}
+	s.ops += o.ops
+	s.calls += o.calls
+	s.retries += o.retries
+	s.replayed += o.replayed
+	s.unknown += o.unknown
+	s.busy += o.busy
+	s.contended += o.contended
+	s.changed += o.changed
+	s.keyReused += o.keyReused
+	s.accepted += o.accepted
+	s.entries += o.entries
+	s.duplicates += o.duplicates
+	s.lost += o.lost
+	s.wrong += o.wrong
+	for _, p := range o.problems {
+		if len(s.problems) < 20 {
+			s.problems = append(s.problems, p)
+		}
+	}
+	s.slowest = max(s.slowest, o.slowest)
+	s.held += o.held
 }
 
 // killKinds are the ways a server was killed: at a point, or by the test.
@@ -94,47 +169,81 @@ func (s *summary) String() string {
 	}
 	total := s.killCount()
 	return fmt.Sprintf("crash %s: %d runs in %v; %d SIGKILLs (%s); %d ops, %d calls, %d retries (%d unknown_outcome, %d busy, %d contended), %d answered from the op record; "+
-		"slowest call %v; %d entries; duplicates %d, lost %d, wrong answers %d; changed retries %d, key_reused %d, accepted %d",
+		"slowest call %v, %d runs with a call over %v; %d entries; duplicates %d, lost %d, wrong answers %d; changed retries %d, key_reused %d, accepted %d",
 		s.store, s.runs, s.elapsed.Round(time.Millisecond), total, strings.Join(kills, ", "), s.ops, s.calls, s.retries, s.unknown, s.busy, s.contended, s.replayed,
-		s.slowest.Round(time.Millisecond), s.entries, s.duplicates, s.lost, s.wrong, s.changed, s.keyReused, s.accepted)
+		s.slowest.Round(time.Millisecond), s.held, heldAfter, s.entries, s.duplicates, s.lost, s.wrong, s.changed, s.keyReused, s.accepted)
 }
 
-// crashRuns runs the crash test runs times on the store spec names. Every
-// 10 runs of a longer test it logs the summary so far.
-func crashRuns(t *testing.T, name, spec string, runs int, unsafe bool) *summary {
+// crashRuns makes runs runs on the store spec names, parallel at a time.
+// Run r draws its kill plan from the seed and r alone, so that
+// IDEMKIT_CRASH_SEED gives every run the plan it had, whatever order the
+// runs end in. Every 10 runs of a longer test it logs the summary so far.
+func crashRuns(t *testing.T, name, spec string, runs, parallel int, unsafe bool) *summary {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("IDEMKIT_CRASH_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
-	t.Logf("IDEMKIT_CRASH_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, 15))
+	t.Logf("IDEMKIT_CRASH_SEED=%d; %d runs, %d at a time", seed, runs, parallel)
 	sum := &summary{store: name, kills: map[string]int{}}
+	var (
+		mu     sync.Mutex // guards sum
+		failed atomic.Bool
+		wg     sync.WaitGroup
+	)
+	next := make(chan int)
 	start := time.Now()
-	for r := range runs {
-		if !oneRun(t, rng, spec, r, unsafe, sum) {
-			break
-		}
-		if (r+1)%10 == 0 && r+1 < runs {
-			sum.elapsed = time.Since(start)
-			t.Logf("so far: %v", sum)
-		}
+	for range min(parallel, runs) {
+		wg.Go(func() {
+			for r := range next {
+				one, ok := oneRun(t, rand.New(rand.NewPCG(seed, uint64(r))), spec, r, unsafe)
+				if !ok {
+					failed.Store(true)
+					continue
+				}
+				mu.Lock()
+				sum.add(one)
+				if sum.runs%10 == 0 && sum.runs < runs {
+					sum.elapsed = time.Since(start)
+					t.Logf("so far: %v", sum)
+				}
+				mu.Unlock()
+			}
+		})
 	}
+	for r := range runs {
+		if failed.Load() {
+			break // a run could not be completed: the test has failed
+		}
+		next <- r
+	}
+	close(next)
+	wg.Wait()
 	sum.elapsed = time.Since(start)
 	return sum
 }
 
-// oneRun makes one run and adds it to sum; it reports false when the run
-// could not be completed (the test has failed).
-func oneRun(t *testing.T, rng *rand.Rand, spec string, r int, unsafe bool, sum *summary) bool {
-	ctx := context.Background()
+// oneRun makes run r on the store spec names (runSpec(spec, r)) and returns
+// its figures; it reports false when the run could not be completed (the
+// test has failed).
+func oneRun(t *testing.T, rng *rand.Rand, spec string, r int, unsafe bool) (*summary, bool) {
+	spec, err := runSpec(spec, r)
+	if err != nil {
+		t.Errorf("run %d: %v", r, err)
+		return nil, false
+	}
+	// ctx ends the clients' calls when the run cannot be completed.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("run %d: %v", r, err)
+		return nil, false
 	}
 	defer ln.Close()
 	lnFile, err := ln.(*net.TCPListener).File()
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("run %d: %v", r, err)
+		return nil, false
 	}
 	defer lnFile.Close()
 	url := "http://" + ln.Addr().String() + "/mcp"
@@ -174,12 +283,19 @@ func oneRun(t *testing.T, rng *rand.Rand, spec string, r int, unsafe bool, sum *
 	}
 	go func() { wg.Wait(); close(done) }()
 
+	sum := &summary{kills: map[string]int{}}
 	for phase := 0; ; phase++ {
 		pargs := args
 		if phase == 0 {
 			pargs = append(pargs, "-kill", plan.String())
 		}
-		p := startServer(t, lnFile, pargs...)
+		p, err := startServer(t, lnFile, pargs...)
+		if err != nil {
+			t.Errorf("run %d: starting the server: %v", r, err)
+			cancel()
+			<-done
+			return nil, false
+		}
 		var testKilled sync.WaitGroup
 		killedByTest := false
 		if phase == 1 {
@@ -213,8 +329,9 @@ func oneRun(t *testing.T, rng *rand.Rand, spec string, r int, unsafe bool, sum *
 			default:
 				t.Errorf("run %d: the server exited on its own (%v): %s", r, p.waitErr, strings.Join(p.tail, " | "))
 				p.cmd.Process.Kill()
+				cancel()
 				<-done
-				return false
+				return nil, false
 			}
 			continue
 		case <-done:
@@ -237,9 +354,9 @@ func oneRun(t *testing.T, rng *rand.Rand, spec string, r int, unsafe bool, sum *
 	f, err := verify(ctx, spec, flat, !unsafe)
 	if err != nil {
 		t.Errorf("run %d: reading the store: %v", r, err)
-		return false
+		return nil, false
 	}
-	sum.runs++
+	sum.runs = 1
 	sum.ops += int64(len(flat))
 	sum.calls += c.calls.Load()
 	sum.retries += c.retries.Load()
@@ -250,17 +367,19 @@ func oneRun(t *testing.T, rng *rand.Rand, spec string, r int, unsafe bool, sum *
 	sum.changed += c.changed.Load()
 	sum.keyReused += c.keyReused.Load()
 	sum.accepted += c.changedAccepted.Load()
-	sum.slowest = max(sum.slowest, time.Duration(c.slowest.Load()))
+	sum.slowest = time.Duration(c.slowest.Load())
+	if sum.slowest > heldAfter {
+		sum.held = 1
+		t.Logf("run %d: a call took %v (the first server's kill: %s)", r, sum.slowest.Round(time.Millisecond), plan.Point)
+	}
 	sum.entries += f.entries
 	sum.duplicates += f.duplicates
 	sum.lost += f.lost
 	sum.wrong += f.wrong
 	for _, p := range f.problems {
-		if len(sum.problems) < 20 {
-			sum.problems = append(sum.problems, fmt.Sprintf("run %d: %s", r, p))
-		}
+		sum.problems = append(sum.problems, fmt.Sprintf("run %d: %s", r, p))
 	}
-	return true
+	return sum, true
 }
 
 // stores are the stores the crash test runs on: the memory store keeps
@@ -279,7 +398,7 @@ func TestCrash(t *testing.T) {
 			t.Parallel()
 			runs := runCount(t, name)
 			spec := storeurltest.Fresh(t, name)
-			sum := crashRuns(t, name, spec, runs, false)
+			sum := crashRuns(t, name, spec, runs, parallelCount(t, name), false)
 			t.Log(sum)
 			for _, p := range sum.problems {
 				t.Log(p)
@@ -312,7 +431,7 @@ func TestCrashWithoutOpIDs(t *testing.T) {
 	t.Parallel()
 	serverBinary(t)
 	spec := storeurltest.Fresh(t, "sqlite")
-	sum := crashRuns(t, "sqlite (op ids off)", spec, 3, true)
+	sum := crashRuns(t, "sqlite (op ids off)", spec, 3, 1, true)
 	t.Log(sum)
 	if sum.runs != 3 {
 		t.Fatalf("%d of 3 runs completed", sum.runs)

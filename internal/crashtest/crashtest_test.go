@@ -3,6 +3,7 @@ package crashtest_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -79,5 +80,34 @@ func TestAppendTool(t *testing.T) {
 	var c crashtest.Counter
 	if _, err := read(ctx, store, crashtest.CounterKey("a"), &c); err != nil || c.N != 2 {
 		t.Errorf("log a holds %d entries (%v), want 2", c.N, err)
+	}
+}
+
+// Every Firestore run gets a project of its own, keeping the emulator
+// address and the prefix; other stores' runs share the store.
+func TestRunSpec(t *testing.T) {
+	fs := "firestore://idemkit-examples?emulator=127.0.0.1%3A8282&prefix=x12_3"
+	seen := map[string]bool{}
+	for r := range 3 {
+		got, err := runSpec(fs, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(got)
+		if err != nil || u.Query().Get("emulator") != "127.0.0.1:8282" || u.Query().Get("prefix") != "x12_3" {
+			t.Errorf("run %d: %q lost the emulator or the prefix (%v)", r, got, err)
+		}
+		if seen[u.Host] || u.Host == "idemkit-examples" {
+			t.Errorf("run %d: project %q is not its own", r, u.Host)
+		}
+		seen[u.Host] = true
+	}
+	for _, spec := range []string{"sqlite:/tmp/x.db", "postgres://u@h/db?table_prefix=p_", "dynamodb://t?endpoint=http%3A%2F%2Fh"} {
+		if got, err := runSpec(spec, 7); err != nil || got != spec {
+			t.Errorf("runSpec(%q) = %q, %v; want it unchanged", spec, got, err)
+		}
+	}
+	if _, err := runSpec("firestore://%zz", 0); err == nil {
+		t.Errorf("a Firestore value that does not parse was accepted")
 	}
 }

@@ -45,18 +45,17 @@ type process struct {
 }
 
 // startServer starts crashserver with args, serving on the inherited
-// listening socket ln.
-func startServer(t *testing.T, ln *os.File, args ...string) *process {
-	t.Helper()
-	cmd := exec.Command(serverBinary(t), append([]string{"-listen-fd", "3"}, args...)...)
+// listening socket ln. It may be called from any goroutine.
+func startServer(t *testing.T, ln *os.File, args ...string) (*process, error) {
+	cmd := exec.Command(crashServer.Path(t), append([]string{"-listen-fd", "3"}, args...)...)
 	cmd.ExtraFiles = []*os.File{ln}
 	cmd.SysProcAttr = serverAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &process{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
@@ -87,7 +86,7 @@ func startServer(t *testing.T, ln *os.File, args ...string) *process {
 			<-p.exited
 		}
 	})
-	return p
+	return p, nil
 }
 
 // killedBySIGKILL reports whether the process ended by SIGKILL.
