@@ -426,12 +426,14 @@ func TestCrash(t *testing.T) {
 
 // TestCrashWithoutOpIDs runs the same crash runs against a server whose tool
 // takes no op id: a retry after a kill between commit and response appends a
-// second entry, and the test must see it.
+// second entry, and the test must see it. Its 3 runs go at once, as
+// Firestore's do, so that the figures of concurrent runs are shown to add
+// up.
 func TestCrashWithoutOpIDs(t *testing.T) {
 	t.Parallel()
 	serverBinary(t)
 	spec := storeurltest.Fresh(t, "sqlite")
-	sum := crashRuns(t, "sqlite (op ids off)", spec, 3, 1, true)
+	sum := crashRuns(t, "sqlite (op ids off)", spec, 3, 3, true)
 	t.Log(sum)
 	if sum.runs != 3 {
 		t.Fatalf("%d of 3 runs completed", sum.runs)
@@ -441,5 +443,11 @@ func TestCrashWithoutOpIDs(t *testing.T) {
 	}
 	if sum.duplicates == 0 {
 		t.Errorf("no duplicate found with op ids off: the crash test cannot see the failure it exists for")
+	}
+	// Every changed retry appends, and nothing is lost: each entry beyond
+	// one per op is a duplicate.
+	if sum.accepted != sum.changed || sum.duplicates < int(sum.accepted) || sum.entries != sum.ops+int64(sum.duplicates) {
+		t.Errorf("%d of %d changed retries accepted, %d duplicates, %d entries for %d ops: the runs' figures do not add up",
+			sum.accepted, sum.changed, sum.duplicates, sum.entries, sum.ops)
 	}
 }
