@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,31 +44,9 @@ const loadWorkers = 8
 // writes op records (pk, ver, doc, expires_at, expires_ns), 25 items (the
 // most one call takes) per BatchWriteItem, from loadWorkers workers.
 func loadOpRecords(ctx context.Context, c *dynamodb.Client, table string, n int, first time.Time) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	starts := make(chan int)
-	var wg sync.WaitGroup
-	for range loadWorkers {
-		wg.Go(func() {
-			for start := range starts {
-				if err := writeBatch(ctx, c, table, start, min(start+25, n), first); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-feed:
-	for start := 0; start < n; start += 25 {
-		select {
-		case starts <- start:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(starts)
-	wg.Wait()
-	return context.Cause(ctx)
+	return storetest.LoadInBatches(ctx, n, 25, loadWorkers, func(ctx context.Context, from, to int) error {
+		return writeBatch(ctx, c, table, from, to, first)
+	})
 }
 
 // writeBatch writes records from..to-1 in one BatchWriteItem, sending again

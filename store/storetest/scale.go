@@ -327,3 +327,34 @@ func CheckScaleLoad(t *testing.T, s idem.Store, n int, first time.Time) {
 		}
 	}
 }
+
+// LoadInBatches calls write for the ranges [from, to) that cover 0..n-1,
+// batch records each, from workers goroutines, and returns the first error
+// (after which it starts no more).
+func LoadInBatches(ctx context.Context, n, batch, workers int, write func(ctx context.Context, from, to int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	starts := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for from := range starts {
+				if err := write(ctx, from, min(from+batch, n)); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+feed:
+	for from := 0; from < n; from += batch {
+		select {
+		case starts <- from:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(starts)
+	wg.Wait()
+	return context.Cause(ctx)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,5 +79,44 @@ func TestScaleRecord(t *testing.T) {
 	}
 	if res := call("scale2", "scale2"); !replayed(res) || notes("scale2") != 0 {
 		t.Fatalf("a live loaded record after another expired: replayed %v, %d notes committed", replayed(res), notes("scale2"))
+	}
+}
+
+// TestLoadInBatches: the ranges cover 0..n-1 once each, at most batch at a
+// time; an error is returned and stops the rest.
+func TestLoadInBatches(t *testing.T) {
+	for _, n := range []int{0, 1, 24, 25, 26, 1000} {
+		var mu sync.Mutex
+		seen := make([]int, n)
+		err := LoadInBatches(t.Context(), n, 25, 4, func(_ context.Context, from, to int) error {
+			if to-from < 1 || to-from > 25 {
+				t.Errorf("n=%d: range [%d, %d)", n, from, to)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i := from; i < to; i++ {
+				seen[i]++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("n=%d: record %d written %d times", n, i, c)
+			}
+		}
+	}
+	boom := errors.New("boom")
+	var calls atomic.Int64
+	err := LoadInBatches(t.Context(), 100_000, 10, 2, func(ctx context.Context, from, to int) error {
+		if calls.Add(1) == 3 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || calls.Load() > 10 {
+		t.Fatalf("after an error: %v, %d calls", err, calls.Load())
 	}
 }
