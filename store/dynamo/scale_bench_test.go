@@ -38,7 +38,7 @@ func TestScale(t *testing.T) {
 
 // loadWorkers is how many BatchWriteItem calls loadOpRecords keeps in
 // flight.
-const loadWorkers = 8
+const loadWorkers = 16
 
 // loadOpRecords writes storetest.ScaleRecord 0..n-1 to table as the store
 // writes op records (pk, ver, doc, expires_at, expires_ns), 25 items (the
