@@ -110,14 +110,23 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 	tf := [2]benchTool{newBenchTool(full, &runsF, nil), newBenchTool(full, &runsF, nil)}
 	rounds := envInt(t, "IDEMKIT_SCALE_ROUNDS", 400)
 	var onEmpty, onFull []callTimes
-	for range rounds {
-		onEmpty = append(onEmpty, timeCalls(t, empty, te[0], te[1], &runsE))
+	for r := range rounds {
+		// Each store goes first in every other round, so that neither
+		// gains from coming second (connections, caches just warmed).
+		if r%2 == 0 {
+			onEmpty = append(onEmpty, timeCalls(t, empty, te[0], te[1], &runsE))
+		}
 		onFull = append(onFull, timeCalls(t, full, tf[0], tf[1], &runsF))
+		if r%2 == 1 {
+			onEmpty = append(onEmpty, timeCalls(t, empty, te[0], te[1], &runsE))
+		}
 	}
 	fbE, rfE := callRatios(onEmpty)
 	fbF, rfF := callRatios(onFull)
 	t.Logf("empty: first/bare %.2f, replay/first %.2f; %d records: first/bare %.2f (%.2fx empty), replay/first %.2f (%.2fx empty)",
 		fbE, rfE, n, fbF, fbF/fbE, rfF, rfF/rfE)
+	t.Logf("medians, empty: bare %v, first %v, replay %v; %d records: bare %v, first %v, replay %v",
+		medians(onEmpty)[0], medians(onEmpty)[1], medians(onEmpty)[2], n, medians(onFull)[0], medians(onFull)[1], medians(onFull)[2])
 	if fbF/fbE > 1.1 || rfF/rfE > 1.1 {
 		t.Errorf("at %d records the calls cost more than 10%% over the empty table", n)
 	}
@@ -196,17 +205,17 @@ func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, 
 
 // callRatios returns the median first/bare and replay/first of rounds.
 func callRatios(rounds []callTimes) (firstBare, replayFirst float64) {
-	med := func(f func(callTimes) time.Duration) float64 {
-		var ds []time.Duration
-		for _, r := range rounds {
-			ds = append(ds, f(r))
-		}
-		return float64(pct(ds, 0.5))
+	m := medians(rounds)
+	return float64(m[1]) / float64(m[0]), float64(m[2]) / float64(m[1])
+}
+
+// medians returns the median bare write, first call and replay of rounds.
+func medians(rounds []callTimes) [3]time.Duration {
+	var ds [3][]time.Duration
+	for _, r := range rounds {
+		ds[0], ds[1], ds[2] = append(ds[0], r.bare), append(ds[1], r.first), append(ds[2], r.replay)
 	}
-	bare := med(func(r callTimes) time.Duration { return r.bare })
-	first := med(func(r callTimes) time.Duration { return r.first })
-	replay := med(func(r callTimes) time.Duration { return r.replay })
-	return first / bare, replay / first
+	return [3]time.Duration{pct(ds[0], 0.5), pct(ds[1], 0.5), pct(ds[2], 0.5)}
 }
 
 // firstCallLatencies sends distinct first calls to s from two clients for
