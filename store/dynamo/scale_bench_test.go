@@ -88,8 +88,8 @@ func TestScaleLoad(t *testing.T) {
 	c := client(t)
 	first := time.Now().Add(time.Hour)
 	s := newStore(t, c, nil)
-	if err := loadOpRecords(t.Context(), c, s.Table(), 60, first); err != nil {
+	if err := loadOpRecords(t.Context(), c, s.Table(), 30, first); err != nil {
 		t.Fatal(err)
 	}
-	storetest.CheckScaleLoad(t, s, 60, first)
+	storetest.CheckScaleLoad(t, s, 30, first)
 }

@@ -125,8 +125,8 @@ func TestScaleLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := loadOpRecords(t.Context(), c, 60, first); err != nil {
+	if err := loadOpRecords(t.Context(), c, 30, first); err != nil {
 		t.Fatal(err)
 	}
-	storetest.CheckScaleLoad(t, s, 60, first)
+	storetest.CheckScaleLoad(t, s, 30, first)
 }
