@@ -40,8 +40,8 @@ func TestScale(t *testing.T) {
 				return loadOpRecords(ctx, c, n, first)
 			}}
 		},
-		// The load runs at 360-710 records/s on 2 busy cores: 250k in
-		// 6 min, 1M would take 23-46 min (docs/sweep.md).
+		// The load ran at 360-1,250 records/s on 2 busy cores: 250k in
+		// 3-6 min, 1M would take 13-46 min (docs/sweep.md).
 		Sizes: []int{250_000},
 	})
 }
