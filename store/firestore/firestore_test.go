@@ -51,9 +51,9 @@ func newClient(t testing.TB) *fs.Client {
 	return client
 }
 
-// clear deletes every document of the project with the emulator's DELETE
+// clear deletes every document of project with the emulator's DELETE
 // endpoint.
-func clear(host string) error {
+func clear(host, project string) error {
 	req, err := http.NewRequest(http.MethodDelete, "http://"+host+"/emulator/v1/projects/"+project+"/databases/(default)/documents", nil)
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func clear(host string) error {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if host := os.Getenv("IDEMKIT_FIRESTORE_EMULATOR_HOST"); host != "" {
-		if err := clear(host); err != nil {
+		if err := clear(host, project); err != nil {
 			fmt.Fprintln(os.Stderr, "clearing the emulator:", err)
 		}
 	}

@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -12,15 +15,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // ScaleStore is a store for Scale, with a way to fill its table fast.
 type ScaleStore struct {
 	idem.Store
-	// Load adds n op records to the store's table in bulk (COPY, one
-	// INSERT ... SELECT), expiring one microsecond apart from first on.
+	// Load adds n op records to the store's table in bulk (one
+	// INSERT ... SELECT; on DynamoDB and Firestore, batches of ScaleRecord
+	// from concurrent workers), expiring one microsecond apart from first on.
 	Load func(ctx context.Context, n int, first time.Time) error
 }
 
@@ -34,7 +41,7 @@ type ScaleHarness struct {
 	Sizes []int
 	// Batch is the store's sweep batch: Scale sweeps with this limit per
 	// call, so each call's time is one batch's (on SQLite, how long it
-	// holds the writer).
+	// holds the writer). Unused for a store without Sweep.
 	Batch int
 }
 
@@ -46,7 +53,9 @@ type ScaleHarness struct {
 //     write, a first call and its replay (timeCalls), and reports first/bare
 //     and replay/first at the size over the same on the empty store
 //     (medians; must be within 10%);
-//   - lets the loaded records expire and sweeps them in ten slices, each
+//   - on a store with Sweep (a backend.Sweeper; DynamoDB and Firestore have
+//     none, their TTL deletes expired items), in the subtest "sweep":
+//     lets the loaded records expire and sweeps them in ten slices, each
 //     with Sweep calls of h.Batch, and reports each slice's rate (the last
 //     must be at least 80% of the first), the slowest batch and the final
 //     call that finds nothing left;
@@ -92,7 +101,8 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 	if err := full.Load(ctx, n, first); err != nil {
 		t.Fatalf("loading %d records: %v", n, err)
 	}
-	t.Logf("loaded %d records in %v", n, time.Since(t0).Round(time.Millisecond))
+	load := time.Since(t0)
+	t.Logf("loaded %d records in %v (%.0f records/s)", n, load.Round(time.Millisecond), float64(n)/load.Seconds())
 
 	// Calls: the empty and the loaded store, round by round.
 	var runsE, runsF atomic.Int64
@@ -100,22 +110,43 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 	tf := [2]benchTool{newBenchTool(full, &runsF, nil), newBenchTool(full, &runsF, nil)}
 	rounds := envInt(t, "IDEMKIT_SCALE_ROUNDS", 400)
 	var onEmpty, onFull []callTimes
-	for range rounds {
-		onEmpty = append(onEmpty, timeCalls(t, empty, te[0], te[1], &runsE))
+	for r := range rounds {
+		// Each store goes first in every other round, so that neither
+		// gains from coming second (connections, caches just warmed).
+		if r%2 == 0 {
+			onEmpty = append(onEmpty, timeCalls(t, empty, te[0], te[1], &runsE))
+		}
 		onFull = append(onFull, timeCalls(t, full, tf[0], tf[1], &runsF))
+		if r%2 == 1 {
+			onEmpty = append(onEmpty, timeCalls(t, empty, te[0], te[1], &runsE))
+		}
 	}
 	fbE, rfE := callRatios(onEmpty)
 	fbF, rfF := callRatios(onFull)
 	t.Logf("empty: first/bare %.2f, replay/first %.2f; %d records: first/bare %.2f (%.2fx empty), replay/first %.2f (%.2fx empty)",
 		fbE, rfE, n, fbF, fbF/fbE, rfF, rfF/rfE)
+	t.Logf("medians, empty: bare %v, first %v, replay %v; %d records: bare %v, first %v, replay %v",
+		medians(onEmpty)[0], medians(onEmpty)[1], medians(onEmpty)[2], n, medians(onFull)[0], medians(onFull)[1], medians(onFull)[2])
 	if fbF/fbE > 1.1 || rfF/rfE > 1.1 {
 		t.Errorf("at %d records the calls cost more than 10%% over the empty table", n)
 	}
 
-	// Sweep: every loaded record has expired; the calls' op records have not.
-	expired.Store(true)
-	sw := full.Store.(backend.Sweeper)
-	quiet := firstCallLatencies(t, full.Store, 5*time.Second, nil)
+	t.Run("sweep", func(t *testing.T) {
+		sw, ok := full.Store.(backend.Sweeper)
+		if !ok {
+			t.Skipf("%T has no Sweep (backend.Sweeper): expired items are deleted by the database's TTL, not by the store", full.Store)
+		}
+		// Every loaded record has expired; the calls' op records have not.
+		expired.Store(true)
+		scaleSweep(t, h, full.Store, sw, n)
+	})
+}
+
+// scaleSweep sweeps the n expired records of s (sw) in ten slices, with
+// first calls during the fifth.
+func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, n int) {
+	ctx := t.Context()
+	quiet := firstCallLatencies(t, s, 5*time.Second, nil)
 	slice := n / 10
 	var rates [10]float64
 	var during []time.Duration
@@ -128,7 +159,7 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		if i == 4 {
-			wg.Go(func() { during = firstCallLatencies(t, full.Store, 0, stop) })
+			wg.Go(func() { during = firstCallLatencies(t, s, 0, stop) })
 		}
 		k := 0
 		if i == 4 {
@@ -148,7 +179,7 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 		close(stop)
 		wg.Wait()
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	left, err := sw.Sweep(ctx, h.Batch)
 	if err != nil || left != 0 {
 		t.Fatalf("Sweep after the backlog = %d, %v; want 0", left, err)
@@ -174,17 +205,17 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 
 // callRatios returns the median first/bare and replay/first of rounds.
 func callRatios(rounds []callTimes) (firstBare, replayFirst float64) {
-	med := func(f func(callTimes) time.Duration) float64 {
-		var ds []time.Duration
-		for _, r := range rounds {
-			ds = append(ds, f(r))
-		}
-		return float64(pct(ds, 0.5))
+	m := medians(rounds)
+	return float64(m[1]) / float64(m[0]), float64(m[2]) / float64(m[1])
+}
+
+// medians returns the median bare write, first call and replay of rounds.
+func medians(rounds []callTimes) [3]time.Duration {
+	var ds [3][]time.Duration
+	for _, r := range rounds {
+		ds[0], ds[1], ds[2] = append(ds[0], r.bare), append(ds[1], r.first), append(ds[2], r.replay)
 	}
-	bare := med(func(r callTimes) time.Duration { return r.bare })
-	first := med(func(r callTimes) time.Duration { return r.first })
-	replay := med(func(r callTimes) time.Duration { return r.replay })
-	return first / bare, replay / first
+	return [3]time.Duration{pct(ds[0], 0.5), pct(ds[1], 0.5), pct(ds[2], 0.5)}
 }
 
 // firstCallLatencies sends distinct first calls to s from two clients for
@@ -244,4 +275,95 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s: not a positive number", name)
 	}
 	return n
+}
+
+// ScaleRecord returns the i-th op record of a Load from first on, as the
+// middleware stores a first call's: its key (a call to add_note without a
+// scope, with op id and text "scale" and i), its JSON document (about 520
+// bytes; a repeat of that call is answered from it) and its
+// expiry, first plus i microseconds. Loads that write items one by one
+// (DynamoDB, Firestore) write these.
+func ScaleRecord(i int, first time.Time) (k idem.Key, doc []byte, expires time.Time, err error) {
+	opID := "scale" + strconv.Itoa(i)
+	expires = first.Add(time.Duration(i) * time.Microsecond).UTC()
+	out := `{"id":"n` + strconv.Itoa(i) + `"}`
+	// The arguments without the op id, as encoding/json writes them, are
+	// also their canonical form: their hash is the fingerprint too.
+	args := oprecord.Hex(sha256.Sum256([]byte(`{"text":"` + opID + `"}`)))
+	rec := oprecord.Record{
+		Tool:        "add_note",
+		OpID:        opID,
+		Fingerprint: args,
+		ArgsHash:    args,
+		Result:      json.RawMessage(`{"content":[{"type":"text","text":` + strconv.Quote(out) + `}],"structuredContent":` + out + `}`),
+		OutputText:  out,
+		CommittedAt: expires.Add(-24 * time.Hour),
+		ExpiresAt:   expires,
+		Attempt:     "scale." + strconv.FormatInt(int64(i), 36),
+	}
+	doc, err = rec.AppendJSON(nil)
+	return oprecord.Key("", rec.Tool, opID), doc, expires, err
+}
+
+// CheckScaleLoad checks that a Load of n records from first on (first in
+// the future of s's clock) left ScaleRecord 0..n-1 in s as op records the
+// middleware answers from: a repeat of each one's call is replayed, with
+// the record's output, and commits nothing.
+func CheckScaleLoad(t *testing.T, s idem.Store, n int, first time.Time) {
+	t.Helper()
+	r, ok := s.(backend.Reader)
+	if !ok {
+		t.Fatalf("%T is not a backend.Reader", s)
+	}
+	var runs atomic.Int64
+	made := &notesMade{ids: map[string][]string{}}
+	bt := newBenchTool(s, &runs, made)
+	for i := range n {
+		opID := "scale" + strconv.Itoa(i)
+		res, err := bt.handle(t.Context(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+			Name: "add_note", Arguments: json.RawMessage(`{"text":"` + opID + `","op_id":"` + opID + `"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := json.Marshal(res.StructuredContent)
+		if !replayed(res) || res.IsError || string(out) != `{"id":"n`+strconv.Itoa(i)+`"}` {
+			t.Fatalf("loaded record %d: replayed %v, error %v, output %s", i, replayed(res), res.IsError, out)
+		}
+		for _, id := range made.ids[opID] {
+			if _, err := r.Read(t.Context(), idem.Key{Collection: "notes", ID: id}, nil); !errors.Is(err, idem.ErrNotFound) {
+				t.Fatalf("a repeat of loaded record %d committed its note: %v", i, err)
+			}
+		}
+	}
+}
+
+// LoadInBatches calls write for the ranges [from, to) that cover 0..n-1,
+// batch records each, from workers goroutines, and returns the first error
+// (after which it starts no more).
+func LoadInBatches(ctx context.Context, n, batch, workers int, write func(ctx context.Context, from, to int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	starts := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for from := range starts {
+				if err := write(ctx, from, min(from+batch, n)); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+feed:
+	for from := 0; from < n; from += batch {
+		select {
+		case starts <- from:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(starts)
+	wg.Wait()
+	return context.Cause(ctx)
 }
