@@ -68,16 +68,22 @@ var readFormats = []int16{pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFo
 // readOn reads k on conn and decodes a live document into dst. With the
 // store's statements prepared by name it runs the prepared statement on
 // the wire connection and decodes the document from the bytes received,
-// without pgx's scanning and the copy it makes; otherwise it sends the SQL
-// as the pool's mode does.
+// without pgx's scanning and the copy it makes. Otherwise, or when the
+// connection has a tracer (which sees only what goes through pgx), it
+// sends the statement through pgx: by its prepared name, or the SQL as the
+// pool's mode does.
 func (s *Store) readOn(ctx context.Context, conn *pgx.Conn, k backend.Key, now time.Time, dst any) (stored, error) {
-	if !s.named {
+	name, err := s.prepared(ctx, conn, s.q.get)
+	if err != nil {
+		return stored{}, err
+	}
+	if !s.named || conn.Config().Tracer != nil {
 		var (
 			r   stored
 			doc []byte
 			exp *time.Time
 		)
-		err := conn.QueryRow(ctx, s.q.get, k.Collection, k.StoredID()).Scan(&r.version, &doc, &exp)
+		err := conn.QueryRow(ctx, name, k.Collection, k.StoredID()).Scan(&r.version, &doc, &exp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return stored{}, nil
 		}
@@ -91,10 +97,6 @@ func (s *Store) readOn(ctx context.Context, conn *pgx.Conn, k backend.Key, now t
 			}
 		}
 		return r, nil
-	}
-	name, err := s.prepared(ctx, conn, s.q.get)
-	if err != nil {
-		return stored{}, err
 	}
 	// Text parameters are the key's bytes as they are.
 	rr := conn.PgConn().ExecPrepared(ctx, name, [][]byte{[]byte(k.Collection), []byte(k.StoredID())}, nil, readFormats)

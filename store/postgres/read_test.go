@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,41 @@ func TestCreateAtCommit(t *testing.T) {
 			t.Fatalf("after = %+v version %v (%v); want the new document at a new version", n, v, err)
 		}
 	})
+}
+
+// sqlTracer records the SQL of every query pgx traces.
+type sqlTracer struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (tr *sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	tr.mu.Lock()
+	tr.sql = append(tr.sql, data.SQL)
+	tr.mu.Unlock()
+	return ctx
+}
+
+func (tr *sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestReadIsTraced: on a pool with a tracer, Read's statement goes through
+// pgx, where the tracer sees it, and still reads the document.
+func TestReadIsTraced(t *testing.T) {
+	tr := &sqlTracer{}
+	pool := poolWith(t, 1, pgx.QueryExecModeCacheStatement, nil, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
+	s := newStore(t, pool, nil)
+	k := idem.Key{Collection: "notes", ID: "traced"}
+	run(t, s, func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, k, note{Text: "seen"}) })
+	tr.mu.Lock()
+	tr.sql = nil
+	tr.mu.Unlock()
+	var n note
+	if _, err := s.Read(context.Background(), k, &n); err != nil || n.Text != "seen" {
+		t.Fatalf("Read = %+v, %v", n, err)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.sql) != 1 {
+		t.Fatalf("the tracer saw %d queries for one Read, want 1: %q", len(tr.sql), tr.sql)
+	}
 }
