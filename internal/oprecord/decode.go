@@ -213,19 +213,19 @@ func (d *decoder) str() (string, bool) {
 		return "", false
 	}
 	start := d.i
-	plain := true // no escape, ASCII only
+	escaped, ascii := false, true
 	for d.i < len(d.b) {
 		c := d.b[d.i]
 		switch {
 		case c == '"':
 			d.i++
 			s := d.b[start : d.i-1]
-			if plain || utf8.Valid(s) && !hasEscape(s) {
+			if !escaped && (ascii || utf8.Valid(s)) {
 				return string(s), true
 			}
 			return unquote(s), true
 		case c == '\\':
-			plain = false
+			escaped = true
 			if !d.escape() {
 				return "", false
 			}
@@ -233,21 +233,12 @@ func (d *decoder) str() (string, bool) {
 			return "", false
 		default:
 			if c >= utf8.RuneSelf {
-				plain = false
+				ascii = false
 			}
 			d.i++
 		}
 	}
 	return "", false
-}
-
-func hasEscape(s []byte) bool {
-	for _, c := range s {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
 }
 
 // escape checks the escape at d.i (a backslash) and moves past it.
