@@ -26,6 +26,7 @@ targets=(
   "./idem FuzzCanonical"
   "./idem FuzzFastCheck"
   "./internal/oprecord FuzzAppendJSON"
+  "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"
 )

@@ -248,6 +248,16 @@ var mutations = []mutation{
 		Needs:  postgres,
 	},
 	{
+		Name:   "postgres/read-expiry",
+		Guards: "Read, which answers replays, reports an expired document as absent",
+		File:   "store/postgres/read.go",
+		From:   "r.live = vals[2] == nil || backend.Live(timestamptz(vals[2]), now)",
+		To:     "r.live = true",
+		Pkg:    "./store/postgres",
+		Run:    "^TestConformance$/^Reader$/^Read$",
+		Needs:  postgres,
+	},
+	{
 		Name:   "postgres/update-version",
 		Guards: "the UPDATE writes only at the version read",
 		File:   "store/postgres/queries.go",

@@ -33,7 +33,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -260,55 +259,6 @@ func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx conte
 		return t, fmt.Errorf("postgres: a statement in the transaction failed: %w", t.failed)
 	}
 	return t, t.commit(context.WithoutCancel(ctx))
-}
-
-// Read implements backend.Reader: it reads the document at k into dst (dst may be
-// nil) with one SELECT outside any transaction, on a pooled connection, and
-// returns its version. It sees the latest committed state. A document that is
-// absent, or whose expiry is not after Options.Now (read before the SELECT,
-// as Get does), reports idem.ErrNotFound and version 0. An invalid key fails
-// with an error wrapping backend.ErrInvalidKey before anything is sent.
-func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
-	if err := k.Validate(); err != nil {
-		return 0, err
-	}
-	now := s.now()
-	var (
-		v   int64
-		doc []byte
-		exp *time.Time
-	)
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: acquiring a connection: %w", err)
-	}
-	defer c.Release()
-	// By its prepared name, as in transactions (see tx.prepared), once
-	// more if that statement was stale.
-	for range 2 {
-		var sql string
-		if sql, err = s.prepared(ctx, c.Conn(), s.q.get); err == nil {
-			err = c.QueryRow(ctx, sql, k.Collection, k.StoredID()).Scan(&v, &doc, &exp)
-		}
-		if !s.forgetStale(ctx, c.Conn(), err) {
-			break
-		}
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, backend.ErrNotFound
-	}
-	if err != nil {
-		return 0, poolerHint(mapErr(err))
-	}
-	if exp != nil && !backend.Live(*exp, now) {
-		return 0, backend.ErrNotFound
-	}
-	if dst != nil {
-		if err := json.Unmarshal(doc, dst); err != nil {
-			return 0, fmt.Errorf("postgres: decoding document: %w", err)
-		}
-	}
-	return backend.Version(v), nil
 }
 
 // sweepBatch is the most rows one sweep statement deletes.

@@ -2,13 +2,20 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/oprecord"
 	"github.com/idemkit/sdk/store/postgres"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -39,7 +46,14 @@ func getIn(t *testing.T, s *postgres.Store, k idem.Key) (note, idem.Version, err
 }
 
 func TestRead(t *testing.T) {
-	pool := newPool(t, 2)
+	// The default mode reads through the prepared statement on the wire
+	// connection; the others send the SQL through pgx.
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) { testRead(t, newPoolMode(t, 2, mode)) })
+	}
+}
+
+func testRead(t *testing.T, pool *pgxpool.Pool) {
 	clock := storetest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := newStore(t, pool, &postgres.Options{Now: clock.Now})
 	ctx := context.Background()
@@ -76,7 +90,11 @@ func TestRead(t *testing.T) {
 		if _, err := s.Read(ctx, expiring, nil); err != nil {
 			t.Fatalf("Read before the expiry: %v", err)
 		}
-		clock.Advance(time.Minute) // expiry == now: expired
+		clock.Advance(time.Minute - time.Microsecond)
+		if _, err := s.Read(ctx, expiring, nil); err != nil {
+			t.Fatalf("Read 1 µs before the expiry: %v", err)
+		}
+		clock.Advance(time.Microsecond) // expiry == now: expired
 		var n note
 		v, err := s.Read(ctx, expiring, &n)
 		if !errors.Is(err, idem.ErrNotFound) || v != 0 || n.Text != "" {
@@ -90,6 +108,43 @@ func TestRead(t *testing.T) {
 		var wrong []int
 		if _, err := s.Read(ctx, live, &wrong); err == nil {
 			t.Fatal("Read into a []int of an object succeeded")
+		}
+	})
+	t.Run("OpRecord", func(t *testing.T) {
+		// The op record decodes itself (oprecord.Record.UnmarshalJSON),
+		// from what jsonb gives back: escapes, non-ASCII, members in
+		// jsonb's order.
+		k := idem.Key{Collection: oprecord.Collection, ID: "op"}
+		want := oprecord.Record{Scope: "ü \"s\"", Tool: "deposit", OpID: "op-1\n\t\u2028", Fingerprint: "f", ArgsHash: "h",
+			Result:     json.RawMessage(`{"content":[{"type":"text","text":"<ok> \\ \"é\" \ud83d\ude00"}],"structuredContent":{"n":1.5}}`),
+			OutputText: `{"n":1.5,"s":"\u00e9"}`, CommittedAt: time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC),
+			ExpiresAt: time.Date(2030, 1, 2, 0, 0, 0, 0, time.FixedZone("", -7200)), Attempt: "a.1"}
+		run(t, s, func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, k, &want) })
+		var got oprecord.Record
+		if _, err := s.Read(ctx, k, &got); err != nil {
+			t.Fatal(err)
+		}
+		var raw json.RawMessage
+		if _, err := s.Read(ctx, k, &raw); err != nil {
+			t.Fatal(err)
+		}
+		type plain oprecord.Record
+		var std oprecord.Record
+		if err := json.Unmarshal(raw, (*plain)(&std)); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, std) {
+			t.Fatalf("Read decoded\n%#v\nencoding/json decodes the same document as\n%#v", got, std)
+		}
+		if got.OpID != want.OpID || got.Scope != want.Scope || got.OutputText != want.OutputText || !got.CommittedAt.Equal(want.CommittedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) {
+			t.Fatalf("Read = %#v, want %#v", got, want)
+		}
+		var result, wantResult any
+		if json.Unmarshal(got.Result, &result) != nil || json.Unmarshal(want.Result, &wantResult) != nil || !reflect.DeepEqual(result, wantResult) {
+			t.Fatalf("result %s, want %s", got.Result, want.Result)
+		}
+		if _, err := s.Read(ctx, k, (*oprecord.Record)(nil)); err == nil {
+			t.Fatal("Read into a nil *oprecord.Record succeeded")
 		}
 	})
 	t.Run("InvalidKey", func(t *testing.T) {
@@ -232,4 +287,41 @@ func TestCreateAtCommit(t *testing.T) {
 			t.Fatalf("after = %+v version %v (%v); want the new document at a new version", n, v, err)
 		}
 	})
+}
+
+// sqlTracer records the SQL of every query pgx traces.
+type sqlTracer struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (tr *sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	tr.mu.Lock()
+	tr.sql = append(tr.sql, data.SQL)
+	tr.mu.Unlock()
+	return ctx
+}
+
+func (tr *sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestReadIsTraced: on a pool with a tracer, Read's statement goes through
+// pgx, where the tracer sees it, and still reads the document.
+func TestReadIsTraced(t *testing.T) {
+	tr := &sqlTracer{}
+	pool := poolWith(t, 1, pgx.QueryExecModeCacheStatement, nil, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
+	s := newStore(t, pool, nil)
+	k := idem.Key{Collection: "notes", ID: "traced"}
+	run(t, s, func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, k, note{Text: "seen"}) })
+	tr.mu.Lock()
+	tr.sql = nil
+	tr.mu.Unlock()
+	var n note
+	if _, err := s.Read(context.Background(), k, &n); err != nil || n.Text != "seen" {
+		t.Fatalf("Read = %+v, %v", n, err)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.sql) != 1 {
+		t.Fatalf("the tracer saw %d queries for one Read, want 1: %q", len(tr.sql), tr.sql)
+	}
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -353,8 +352,8 @@ func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, 
 		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
-		if err := json.Unmarshal(doc, dst); err != nil {
-			return 0, fmt.Errorf("postgres: decoding document: %w", err)
+		if err := decodeDoc(doc, dst); err != nil {
+			return 0, err
 		}
 	}
 	return backend.Version(v), nil
