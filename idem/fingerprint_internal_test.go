@@ -100,16 +100,16 @@ func FuzzParseArgs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got := parseArgs(data, opIDArgument, "k")
+		got, isObject := parseArgs(data, nil, opIDArgument, "k")
 		var all map[string]json.RawMessage
 		if json.Unmarshal(data, &all) != nil || all == nil {
-			if got != nil {
-				t.Fatalf("%q: not an object, but parsed %v", data, got)
+			if isObject || got.vals != nil {
+				t.Fatalf("%q: not an object, but parsed %v", data, got.vals)
 			}
 			return
 		}
 		for _, name := range []string{opIDArgument, "k"} {
-			g, gok := got[name]
+			g, gok := got.get(name)
 			w, wok := all[name]
 			if gok != wok || !bytes.Equal(g, w) {
 				t.Fatalf("%q: member %s = %q (%v), want %q (%v)", data, name, g, gok, w, wok)
