@@ -100,7 +100,7 @@ func FuzzParseArgs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, isObject := parseArgs(data, nil, opIDArgument, "k")
+		got, isObject := parseArgs(data, false, nil, opIDArgument, "k")
 		var all map[string]json.RawMessage
 		if json.Unmarshal(data, &all) != nil || all == nil {
 			if isObject || got.vals != nil {

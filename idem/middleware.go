@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,10 @@ type tool[In, Out any] struct {
 type output struct {
 	isInterface bool // Out is an interface type (any): no output schema, no content for nil
 	elemZero    any  // for a pointer Out, the zero of its element, sent for a nil pointer
+	// byPointer: Out is neither a pointer nor an interface, and encoding/json
+	// writes it through a pointer as it writes the value (see encodesAlike),
+	// so the call encodes its own copy by pointer instead of boxing one.
+	byPointer bool
 }
 
 func outputOf[Out any]() output {
@@ -60,7 +65,42 @@ func outputOf[Out any]() output {
 	if rt.Kind() == reflect.Pointer {
 		o.elemZero = reflect.Zero(rt.Elem()).Interface()
 	}
+	o.byPointer = rt.Kind() != reflect.Pointer && !o.isInterface && encodesAlike(rt, map[reflect.Type]bool{})
 	return o
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// encodesAlike reports whether encoding/json writes a value of type t the
+// same whether or not the value is addressable: whether no type in t's
+// addressable positions (t, its struct fields and array elements, through
+// every level) has MarshalJSON or MarshalText on its pointer only, which
+// encoding/json calls only for an addressable value. Slice elements and
+// pointer targets are addressable either way, map values and interface
+// contents never.
+func encodesAlike(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	pt := reflect.PointerTo(t)
+	if pt.Implements(jsonMarshaler) && !t.Implements(jsonMarshaler) || pt.Implements(textMarshaler) && !t.Implements(textMarshaler) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !encodesAlike(t.Field(i).Type, seen) {
+				return false
+			}
+		}
+	case reflect.Array:
+		return encodesAlike(t.Elem(), seen)
+	}
+	return true
 }
 
 // encode returns the structured content for out, or nil for none.
@@ -156,12 +196,13 @@ type resultParts struct {
 // with itself. A call is not reused: the handler's context and the result
 // point into it.
 type call[In, Out any] struct {
-	t    *tool[In, Out]
-	c    *config
-	req  *mcp.CallToolRequest
-	ctx  context.Context // the request's
-	in   In
-	tool string
+	t      *tool[In, Out]
+	c      *config
+	req    *mcp.CallToolRequest
+	ctx    context.Context // the request's
+	in     In
+	output Out // the handler's, from the latest attempt
+	tool   string
 
 	scope   string
 	opID    string
@@ -229,9 +270,9 @@ func (cl *call[In, Out]) check() *Error {
 	raw := cl.req.Params.Arguments
 	args, invalid := cl.t.in.check(raw)
 	// The op id and the keys are checked first, even when the rest of the
-	// arguments fails the schema; named is nil (read as empty) for absent
-	// or null arguments.
-	named, isObject := parseArgs(raw, cl.members[:], cl.c.argNames...)
+	// arguments fails the schema; named is empty for absent or null
+	// arguments. Arguments the check took are valid JSON.
+	named, isObject := parseArgs(raw, invalid == nil, cl.members[:], cl.c.argNames...)
 	if !isObject && invalid != nil {
 		return invalid // not a JSON object, or not JSON at all
 	}
@@ -520,15 +561,24 @@ func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx) (*answe
 	if err != nil {
 		return nil, &handlerError{err}
 	}
+	cl.output = out
 	a := &cl.ans
 	*a = answer{res: res}
 	if res != nil && (res.IsError || res.InputRequests != nil) {
 		return a, errRollback
 	}
-	if a.out, err = cl.t.out.encode(out); err != nil {
+	if a.out, err = cl.encodeOutput(); err != nil {
 		return nil, fmt.Errorf("idem: encoding output: %w", err)
 	}
 	return a, nil
+}
+
+// encodeOutput returns the structured content for the handler's output.
+func (cl *call[In, Out]) encodeOutput() (json.RawMessage, error) {
+	if cl.t.out.byPointer {
+		return json.Marshal(&cl.output) // the call's copy: nothing to box
+	}
+	return cl.t.out.encode(cl.output)
 }
 
 // handlerContext is a handler's context when the store's context (the
