@@ -12,7 +12,7 @@ import (
 // canonical form, disagrees with decoding the arguments to drop it.
 func checkFastPath(t *testing.T, data []byte) {
 	t.Helper()
-	got, err := fingerprintArgs(data)
+	got, err := fingerprintSum(data)
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		trimmed = []byte("{}")
@@ -22,7 +22,7 @@ func checkFastPath(t *testing.T, data []byte) {
 	}
 	want, werr := decodedFingerprint(trimmed)
 	if got != want || (err == nil) != (werr == nil) {
-		t.Fatalf("%q: Fingerprint %q (%v), decoded %q (%v)", data, got, err, want, werr)
+		t.Fatalf("%q: Fingerprint %x (%v), decoded %x (%v)", data, got, err, want, werr)
 	}
 }
 

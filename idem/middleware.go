@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,6 +209,8 @@ type call[In, Out any] struct {
 	opID    string
 	key     Key
 	attempt string // the id in the op record the latest attempt wrote
+	// the first attempt's id, made with the hashes (see prepareRecord)
+	firstAttempt string
 
 	inJSON []byte // the decoded arguments, encoded by encoding/json
 	fp     string // see fingerprint
@@ -349,7 +352,7 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*answer, *Error) {
 	}
 	// The handler is about to run, and its op record will need the
 	// fingerprint: arguments that cannot be fingerprinted are refused first.
-	if _, err := cl.fingerprint(); err != nil {
+	if err := cl.prepareRecord(); err != nil {
 		return nil, cl.internal(ctx, "fingerprinting arguments", err)
 	}
 	a, rec, hooks, failedFirst, err := cl.transact(ctx, skipRead)
@@ -462,7 +465,9 @@ func (cl *call[In, Out]) createRecord(ctx context.Context, tx Tx, a *answer) err
 	if err != nil {
 		return fmt.Errorf("idem: fingerprinting arguments: %w", err)
 	}
-	cl.attempt = newAttemptID()
+	if cl.attempt = cl.firstAttempt; cl.attempts > 1 || cl.attempt == "" {
+		cl.attempt = newAttemptID()
+	}
 	cl.rec = oprecord.Record{
 		Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: fp, ArgsHash: cl.argsHash(),
 		Result: resJSON, OutputText: a.text(),
@@ -517,6 +522,29 @@ func (cl *call[In, Out]) fingerprint() (string, error) {
 		cl.fp, cl.fpErr = fingerprintArgs(cl.inJSON)
 	}
 	return cl.fp, cl.fpErr
+}
+
+// prepareRecord computes, before the handler runs, the strings the op
+// record holds beside what the call was given: the fingerprint, the hash of
+// the arguments and the first attempt's id, in one string.
+func (cl *call[In, Out]) prepareRecord() error {
+	if cl.fp != "" || cl.hash != "" || cl.fpErr != nil { // one of them was needed before
+		_, err := cl.fingerprint()
+		return err
+	}
+	fp, err := fingerprintSum(cl.inJSON)
+	if err != nil {
+		cl.fpErr = err
+		return err
+	}
+	args := sha256.Sum256(cl.inJSON)
+	var buf [4*sha256.Size + maxAttemptIDLen]byte
+	b := hex.AppendEncode(buf[:0], fp[:])
+	b = hex.AppendEncode(b, args[:])
+	s := string(appendAttemptID(b))
+	const n = 2 * sha256.Size
+	cl.fp, cl.hash, cl.firstAttempt = s[:n], s[n:2*n], s[2*n:]
+	return nil
 }
 
 // argsHash returns the hex SHA-256 of the call's arguments as encoding/json
