@@ -6,15 +6,36 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/oprecord"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
+
+// benchSeq makes op ids and document ids unique across every run of a
+// benchmark function, so a "first call" is never a replay.
+var benchSeq atomic.Int64
+
+// cpuMeter reports, as cpu-ns/op, the CPU time the process spent per
+// iteration (its garbage collector's included): on a machine shared with
+// other work, wall time per op grows with the load; CPU time much less.
+type cpuMeter time.Duration
+
+func startCPU() cpuMeter { return cpuMeter(processCPU()) }
+
+func (m cpuMeter) report(b *testing.B) {
+	if now := processCPU(); now > 0 && b.N > 0 {
+		b.ReportMetric(float64(now-time.Duration(m))/float64(b.N), "cpu-ns/op")
+	}
+}
 
 // BenchmarkMiddleware compares, on each embedded store, a handler's write in
 // a bare transaction with the same write wrapped by the middleware: a first
@@ -22,10 +43,6 @@ import (
 // (answered from the op record). The handler is called directly, without a
 // transport, so the figures are the middleware's own cost. Report ratios of
 // one run, not absolute times.
-// benchSeq makes op ids and document ids unique across every run of a
-// benchmark function, so a "first call" is never a replay.
-var benchSeq atomic.Int64
-
 func BenchmarkMiddleware(b *testing.B) {
 	stores := map[string]func(b *testing.B) idem.Store{
 		"memory": func(b *testing.B) idem.Store { return memory.New(nil) },
@@ -55,20 +72,50 @@ func BenchmarkMiddleware(b *testing.B) {
 			}
 			b.Run("bare", func(b *testing.B) {
 				b.ReportAllocs()
+				cpu := startCPU()
 				for b.Loop() {
 					if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error { return write(ctx, tx, in) }); err != nil {
 						b.Fatal(err)
 					}
 				}
+				cpu.report(b)
+			})
+			// bare+record: the bare write and, in the same Run, a document
+			// of the size and shape of the op record a first call stores: what
+			// the store itself charges for keeping the record.
+			b.Run("bare+record", func(b *testing.B) {
+				now := time.Now()
+				rec := oprecord.Record{
+					Tool: "add_note", OpID: "first-1", Fingerprint: strings.Repeat("f", 64), ArgsHash: strings.Repeat("a", 64),
+					Result: json.RawMessage("null"), OutputText: `{"id":"x"}`, CommittedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+					Attempt: "1x2y3z4a5b6c.1",
+				}
+				b.ReportAllocs()
+				cpu := startCPU()
+				for b.Loop() {
+					k := idem.Key{Collection: oprecord.Collection, ID: fmt.Sprintf("first-%d", benchSeq.Add(1))}
+					err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+						if err := write(ctx, tx, in); err != nil {
+							return err
+						}
+						return tx.Create(ctx, k, &rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				cpu.report(b)
 			})
 			b.Run("wrapped-first", func(b *testing.B) {
 				b.ReportAllocs()
+				cpu := startCPU()
 				for b.Loop() {
 					res, _, err := h(ctx, req(fmt.Sprintf("first-%d", benchSeq.Add(1))), in)
 					if err != nil || (res != nil && res.IsError) {
 						b.Fatal(err, res)
 					}
 				}
+				cpu.report(b)
 			})
 			b.Run("wrapped-replay", func(b *testing.B) {
 				r := req("replayed-op")
@@ -76,12 +123,14 @@ func BenchmarkMiddleware(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
+				cpu := startCPU()
 				for b.Loop() {
 					res, _, err := h(ctx, r, in)
 					if err != nil || res.Meta[idem.MetaReplayed] != true {
 						b.Fatal(err, res)
 					}
 				}
+				cpu.report(b)
 			})
 		})
 	}
@@ -128,24 +177,30 @@ func BenchmarkOverSession(b *testing.B) {
 	}
 	b.Run("sdk", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := startCPU()
 		for b.Loop() {
 			call(b, "sdk_note", map[string]any{"text": "hello"})
 		}
+		cpu.report(b)
 	})
 	b.Run("wrapped-first", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := startCPU()
 		for b.Loop() {
 			call(b, "idem_note", map[string]any{"text": "hello", "op_id": "x" + strconv.FormatInt(benchSeq.Add(1), 10)})
 		}
+		cpu.report(b)
 	})
 	b.Run("wrapped-replay", func(b *testing.B) {
 		args := map[string]any{"text": "hello", "op_id": "replayed-op"}
 		call(b, "idem_note", args)
 		b.ReportAllocs()
+		cpu := startCPU()
 		for b.Loop() {
 			if res := call(b, "idem_note", args); res.Meta[idem.MetaReplayed] != true {
 				b.Fatal("not replayed")
 			}
 		}
+		cpu.report(b)
 	})
 }

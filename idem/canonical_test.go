@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/gowebpki/jcs"
-
-	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // FuzzCanonical: whatever appendCanonical takes, it writes what the RFC
@@ -48,8 +46,8 @@ func FuzzCanonical(f *testing.F) {
 			return
 		}
 		want, err := canonicalizerFingerprint(trimmed)
-		if got := oprecord.Hex(sha256.Sum256(canon)); err != nil || got != want {
-			t.Fatalf("fingerprint of %s: %s, the library path's %s (%v)", trimmed, got, want, err)
+		if got := sha256.Sum256(canon); err != nil || got != want {
+			t.Fatalf("fingerprint of %s: %x, the library path's %x (%v)", trimmed, got, want, err)
 		}
 	})
 }

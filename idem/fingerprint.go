@@ -38,26 +38,35 @@ const opIDArgument = "op_id"
 //
 // The error for malformed input never holds the input.
 func fingerprintArgs(args json.RawMessage) (string, error) {
+	sum, err := fingerprintSum(args)
+	if err != nil {
+		return "", err
+	}
+	return oprecord.Hex(sum), nil
+}
+
+// fingerprintSum is fingerprintArgs before the hex encoding.
+func fingerprintSum(args json.RawMessage) ([sha256.Size]byte, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		trimmed = []byte("{}")
 	}
 	if trimmed[0] != '{' {
-		return "", errors.New("idem: arguments are not a JSON object")
+		return [sha256.Size]byte{}, errors.New("idem: arguments are not a JSON object")
 	}
 	var buf [512]byte
 	if !json.Valid(trimmed) {
 		return canonicalizerFingerprint(trimmed) // which refuses it
 	}
 	if canon, ok := appendCanonical(buf[:0], trimmed, opIDArgument); ok {
-		return oprecord.Hex(sha256.Sum256(canon)), nil
+		return sha256.Sum256(canon), nil
 	}
 	return canonicalizerFingerprint(trimmed)
 }
 
 // canonicalizerFingerprint is fingerprintArgs for the trimmed argument object
 // that appendCanonical does not take, with the RFC 8785 library.
-func canonicalizerFingerprint(trimmed []byte) (string, error) {
+func canonicalizerFingerprint(trimmed []byte) ([sha256.Size]byte, error) {
 	// The usual arguments (what encoding/json makes of a Go value) hold at
 	// most one "op_id", spelled plainly, and no long numbers: the member is
 	// dropped from the canonical form, where it is a top-level key only if
@@ -67,7 +76,7 @@ func canonicalizerFingerprint(trimmed []byte) (string, error) {
 			if n == 1 {
 				canon = dropMember(canon, opIDArgument)
 			}
-			return oprecord.Hex(sha256.Sum256(canon)), nil
+			return sha256.Sum256(canon), nil
 		}
 	}
 	return decodedFingerprint(trimmed)
@@ -77,35 +86,35 @@ func canonicalizerFingerprint(trimmed []byte) (string, error) {
 // that may hold op_id (escaped, repeated, beside invalid UTF-8) is decoded
 // to drop it, the last of duplicate members counting as in the handler's
 // decoding; the canonicalizer rejects malformed input.
-func decodedFingerprint(trimmed []byte) (string, error) {
+func decodedFingerprint(trimmed []byte) ([sha256.Size]byte, error) {
 	if !utf8.Valid(trimmed) {
 		// As the canonicalizer refuses it when there is no op_id to drop.
-		return "", errors.New("idem: arguments are not valid UTF-8")
+		return [sha256.Size]byte{}, errors.New("idem: arguments are not valid UTF-8")
 	}
 	var obj map[string]json.RawMessage
 	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
 		if err := json.Unmarshal(trimmed, &obj); err != nil {
-			return "", errors.New("idem: arguments are not a JSON object")
+			return [sha256.Size]byte{}, errors.New("idem: arguments are not a JSON object")
 		}
 	}
 	if _, ok := obj[opIDArgument]; ok {
 		delete(obj, opIDArgument)
 		b, err := json.Marshal(obj)
 		if err != nil {
-			return "", fmt.Errorf("idem: re-encoding arguments: %w", err)
+			return [sha256.Size]byte{}, fmt.Errorf("idem: re-encoding arguments: %w", err)
 		}
 		trimmed = b
 	}
 	canon, err := jcs.Transform(trimmed)
 	if err != nil {
-		return "", errors.New("idem: arguments cannot be canonicalized (RFC 8785)")
+		return [sha256.Size]byte{}, errors.New("idem: arguments cannot be canonicalized (RFC 8785)")
 	}
 	h := sha256.New()
 	h.Write(canon)
 	if longDigitRun(trimmed) {
 		exact, err := inexactNumbers(trimmed)
 		if err != nil {
-			return "", err
+			return [sha256.Size]byte{}, err
 		}
 		for _, line := range exact {
 			// Length-prefixed, so no key can forge a line boundary.
@@ -115,7 +124,7 @@ func decodedFingerprint(trimmed []byte) (string, error) {
 			h.Write([]byte(line))
 		}
 	}
-	return oprecord.Hex([sha256.Size]byte(h.Sum(nil))), nil
+	return [sha256.Size]byte(h.Sum(nil)), nil
 }
 
 // dropMember returns the RFC 8785 object canon without its top-level member

@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +54,10 @@ type tool[In, Out any] struct {
 type output struct {
 	isInterface bool // Out is an interface type (any): no output schema, no content for nil
 	elemZero    any  // for a pointer Out, the zero of its element, sent for a nil pointer
+	// byPointer: Out is neither a pointer nor an interface, and encoding/json
+	// writes it through a pointer as it writes the value (see encodesAlike),
+	// so the call encodes its own copy by pointer instead of boxing one.
+	byPointer bool
 }
 
 func outputOf[Out any]() output {
@@ -60,7 +66,42 @@ func outputOf[Out any]() output {
 	if rt.Kind() == reflect.Pointer {
 		o.elemZero = reflect.Zero(rt.Elem()).Interface()
 	}
+	o.byPointer = rt.Kind() != reflect.Pointer && !o.isInterface && encodesAlike(rt, map[reflect.Type]bool{})
 	return o
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// encodesAlike reports whether encoding/json writes a value of type t the
+// same whether or not the value is addressable: whether no type in t's
+// addressable positions (t, its struct fields and array elements, through
+// every level) has MarshalJSON or MarshalText on its pointer only, which
+// encoding/json calls only for an addressable value. Slice elements and
+// pointer targets are addressable either way, map values and interface
+// contents never.
+func encodesAlike(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	pt := reflect.PointerTo(t)
+	if pt.Implements(jsonMarshaler) && !t.Implements(jsonMarshaler) || pt.Implements(textMarshaler) && !t.Implements(textMarshaler) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !encodesAlike(t.Field(i).Type, seen) {
+				return false
+			}
+		}
+	case reflect.Array:
+		return encodesAlike(t.Elem(), seen)
+	}
+	return true
 }
 
 // encode returns the structured content for out, or nil for none.
@@ -80,29 +121,38 @@ func (t *tool[In, Out]) handle(ctx context.Context, req *mcp.CallToolRequest) (*
 	if req == nil || req.Params == nil {
 		return refusal(newError(CodeInternal, "no tool call request")), nil
 	}
-	cl := &call[In, Out]{t: t, c: t.c, req: req, tool: req.Params.Name}
+	cl := &call[In, Out]{t: t, c: t.c, req: req, tool: req.Params.Name, ctx: ctx}
 	a, err := cl.serve(ctx)
 	if err != nil {
 		return refusal(err), nil
 	}
-	return a.result(), nil
+	return a.result(&cl.parts), nil
 }
 
 // An answer is what a call sends back when it is not refused.
 type answer struct {
 	res      *mcp.CallToolResult // the handler's result, or a fresh copy of the stored one; may be nil
 	out      json.RawMessage     // structured content, or nil
+	outText  string              // out as a string, once text made it
 	replayed bool
+}
+
+// text returns the structured content as a string, made once: the op
+// record and the result's text copy share it.
+func (a *answer) text() string {
+	if a.outText == "" {
+		a.outText = string(a.out)
+	}
+	return a.outText
 }
 
 // result builds the tool result as the SDK does for typed handlers: the
 // structured output, and a text copy of it when the handler sent no content
-// (or sent content beside an output that is not an object).
-func (a *answer) result() *mcp.CallToolResult {
+// (or sent content beside an output that is not an object). The parts it
+// makes are in parts.
+func (a *answer) result(parts *resultParts) *mcp.CallToolResult {
 	res := a.res
-	var parts *resultParts
 	if res == nil {
-		parts = &resultParts{}
 		res = &parts.res
 	}
 	if a.replayed {
@@ -125,38 +175,42 @@ func (a *answer) result() *mcp.CallToolResult {
 	}
 	res.StructuredContent = a.out
 	if res.Content == nil {
-		if parts == nil {
-			parts = &resultParts{}
-		}
-		parts.text.Text = string(a.out)
+		parts.text.Text = a.text()
 		parts.content[0] = &parts.text
 		res.Content = parts.content[:]
 	} else if a.out[0] != '{' {
-		res.Content = append(res.Content, &mcp.TextContent{Text: string(a.out)})
+		res.Content = append(res.Content, &mcp.TextContent{Text: a.text()})
 	}
 	return res
 }
 
-// resultParts are the parts of a result answer.result makes, in one
-// allocation.
+// resultParts are the parts of a result answer.result makes.
 type resultParts struct {
 	res     mcp.CallToolResult
 	text    mcp.TextContent
 	content [1]mcp.Content
 }
 
-// call is one tool call on its way through the middleware.
+// call is one tool call on its way through the middleware. It holds, besides
+// what the call knows, the parts of what it makes (the op record, the answer
+// and its result, the transaction's state), so that a call allocates them
+// with itself. A call is not reused: the handler's context and the result
+// point into it.
 type call[In, Out any] struct {
-	t    *tool[In, Out]
-	c    *config
-	req  *mcp.CallToolRequest
-	in   In
-	tool string
+	t      *tool[In, Out]
+	c      *config
+	req    *mcp.CallToolRequest
+	ctx    context.Context // the request's
+	in     In
+	output Out // the handler's, from the latest attempt
+	tool   string
 
 	scope   string
 	opID    string
 	key     Key
 	attempt string // the id in the op record the latest attempt wrote
+	// the first attempt's id, made with the hashes (see prepareRecord)
+	firstAttempt string
 
 	inJSON []byte // the decoded arguments, encoded by encoding/json
 	fp     string // see fingerprint
@@ -169,8 +223,17 @@ type call[In, Out any] struct {
 	// What transact's attempts found, kept here for the same reason.
 	attempts      int
 	handlerFailed bool
+	skipRead      bool // the first attempt does not read the op record
 	found         *oprecord.Record
 	answered      *answer
+
+	members [4]json.RawMessage // parseArgs' buffer
+	flight  flight
+	run     txRun
+	ans     answer
+	rec     oprecord.Record
+	recOpts [2]backend.WriteOption
+	parts   resultParts
 }
 
 // serve checks the call, then runs it with or without an op id.
@@ -193,14 +256,14 @@ func (cl *call[In, Out]) serve(ctx context.Context) (*answer, *Error) {
 		return nil, cl.internal(ctx, "encoding arguments", err)
 	}
 	cl.key = oprecord.Key(cl.scope, cl.tool, cl.opID)
-	done, err := cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter)
+	err = cl.t.fl.acquire(ctx, cl.key, cl.c.busyAfter, &cl.flight)
 	if err != nil {
 		if errors.Is(err, errBusy) {
 			return nil, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: cl.opID}
 		}
 		return nil, newError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
-	defer cl.t.fl.release(cl.key, done)
+	defer cl.t.fl.release(cl.key, &cl.flight)
 	return cl.runOp(ctx)
 }
 
@@ -210,10 +273,10 @@ func (cl *call[In, Out]) check() *Error {
 	raw := cl.req.Params.Arguments
 	args, invalid := cl.t.in.check(raw)
 	// The op id and the keys are checked first, even when the rest of the
-	// arguments fails the schema; named is nil (read as empty) for absent
-	// or null arguments.
-	named := parseArgs(raw, cl.c.argNames...)
-	if named == nil && invalid != nil {
+	// arguments fails the schema; named is empty for absent or null
+	// arguments. Arguments the check took are valid JSON.
+	named, isObject := parseArgs(raw, invalid == nil, cl.members[:], cl.c.argNames...)
+	if !isObject && invalid != nil {
 		return invalid // not a JSON object, or not JSON at all
 	}
 	if cl.c.opID {
@@ -251,13 +314,18 @@ func (cl *call[In, Out]) check() *Error {
 // runPlain runs a call without an op id: the handler in a transaction, its
 // keyed writes making a repeat harmless.
 func (cl *call[In, Out]) runPlain(ctx context.Context) (*answer, *Error) {
-	var a *answer
-	hooks, err := runTx(context.WithoutCancel(ctx), cl.t.s, func(tctx context.Context, tx Tx) error {
-		var err error
-		a, err = cl.runHandler(ctx, tctx, tx)
+	hooks, err := runTx(context.WithoutCancel(ctx), cl.t.s, &cl.run, cl)
+	return cl.finish(ctx, cl.answered, hooks, err)
+}
+
+// runAttempt is one attempt of the call's transaction (txBody).
+func (cl *call[In, Out]) runAttempt(tctx context.Context, tx Tx) error {
+	if cl.opID == "" {
+		a, err := cl.runHandler(cl.ctx, tctx, tx)
+		cl.answered = a
 		return err
-	})
-	return cl.finish(ctx, a, hooks, err)
+	}
+	return cl.tryOnce(cl.ctx, tctx, tx)
 }
 
 // runOp runs a call with an op id. It answers from the op record when one is
@@ -284,7 +352,7 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*answer, *Error) {
 	}
 	// The handler is about to run, and its op record will need the
 	// fingerprint: arguments that cannot be fingerprinted are refused first.
-	if _, err := cl.fingerprint(); err != nil {
+	if err := cl.prepareRecord(); err != nil {
 		return nil, cl.internal(ctx, "fingerprinting arguments", err)
 	}
 	a, rec, hooks, failedFirst, err := cl.transact(ctx, skipRead)
@@ -329,9 +397,8 @@ var errAnswered = errors.New("idem: answered from the op record")
 // failedFirst reports a first attempt that skipped reading the op record and
 // failed in the handler.
 func (cl *call[In, Out]) transact(ctx context.Context, skipRead bool) (a *answer, rec *oprecord.Record, hooks *afterCommitList, failedFirst bool, err error) {
-	hooks, err = runTx(context.WithoutCancel(ctx), cl.t.s, func(tctx context.Context, tx Tx) error {
-		return cl.tryOnce(ctx, tctx, tx, skipRead)
-	})
+	cl.skipRead = skipRead
+	hooks, err = runTx(context.WithoutCancel(ctx), cl.t.s, &cl.run, cl)
 	a, rec = cl.answered, cl.found
 	if errors.Is(err, errAnswered) {
 		return nil, rec, nil, false, nil
@@ -344,10 +411,10 @@ func (cl *call[In, Out]) transact(ctx context.Context, skipRead bool) (a *answer
 }
 
 // tryOnce is one attempt of transact's transaction.
-func (cl *call[In, Out]) tryOnce(ctx, tctx context.Context, tx Tx, skipRead bool) error {
+func (cl *call[In, Out]) tryOnce(ctx, tctx context.Context, tx Tx) error {
 	cl.attempts++
 	cl.answered, cl.found, cl.handlerFailed = nil, nil, false
-	if !skipRead || cl.attempts > 1 {
+	if !cl.skipRead || cl.attempts > 1 {
 		if cl.found = cl.get(tctx, tx); cl.found != nil {
 			return errAnswered
 		}
@@ -398,14 +465,18 @@ func (cl *call[In, Out]) createRecord(ctx context.Context, tx Tx, a *answer) err
 	if err != nil {
 		return fmt.Errorf("idem: fingerprinting arguments: %w", err)
 	}
-	cl.attempt = newAttemptID()
-	rec := oprecord.Record{
+	if cl.attempt = cl.firstAttempt; cl.attempts > 1 || cl.attempt == "" {
+		cl.attempt = newAttemptID()
+	}
+	cl.rec = oprecord.Record{
 		Scope: cl.scope, Tool: cl.tool, OpID: cl.opID, Fingerprint: fp, ArgsHash: cl.argsHash(),
-		Result: resJSON, OutputText: string(a.out),
+		Result: resJSON, OutputText: a.text(),
 		CommittedAt: now.UTC(), ExpiresAt: now.Add(cl.c.ttl).UTC(),
 		Attempt: cl.attempt,
 	}
-	return tx.Create(ctx, cl.key, &rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
+	// The record and the options are the call's: no allocation for either.
+	cl.recOpts = [2]backend.WriteOption{backend.WithExpiry(cl.rec.ExpiresAt), backend.CreateAtCommit()}
+	return tx.Create(ctx, cl.key, &cl.rec, cl.recOpts[:]...)
 }
 
 const keyReusedMessage = "this op_id was already used with other arguments; mint a new op_id for a new operation"
@@ -427,7 +498,8 @@ func (cl *call[In, Out]) replay(ctx context.Context, rec *oprecord.Record, cause
 	if cl.c.logger.Enabled(ctx, slog.LevelDebug) {
 		cl.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", cl.attrs()...)
 	}
-	return &answer{res: res, out: rec.StructuredOutput(), replayed: true}, nil
+	cl.ans = answer{res: res, out: rec.StructuredOutput(), outText: rec.OutputText, replayed: true}
+	return &cl.ans, nil
 }
 
 // sameArgs reports whether rec was stored for this call's arguments: their
@@ -450,6 +522,29 @@ func (cl *call[In, Out]) fingerprint() (string, error) {
 		cl.fp, cl.fpErr = fingerprintArgs(cl.inJSON)
 	}
 	return cl.fp, cl.fpErr
+}
+
+// prepareRecord computes, before the handler runs, the strings the op
+// record holds beside what the call was given: the fingerprint, the hash of
+// the arguments and the first attempt's id, in one string.
+func (cl *call[In, Out]) prepareRecord() error {
+	if cl.fp != "" || cl.hash != "" || cl.fpErr != nil { // one of them was needed before
+		_, err := cl.fingerprint()
+		return err
+	}
+	fp, err := fingerprintSum(cl.inJSON)
+	if err != nil {
+		cl.fpErr = err
+		return err
+	}
+	args := sha256.Sum256(cl.inJSON)
+	var buf [4*sha256.Size + maxAttemptIDLen]byte
+	b := hex.AppendEncode(buf[:0], fp[:])
+	b = hex.AppendEncode(b, args[:])
+	s := string(appendAttemptID(b))
+	const n = 2 * sha256.Size
+	cl.fp, cl.hash, cl.firstAttempt = s[:n], s[n:2*n], s[2*n:]
+	return nil
 }
 
 // argsHash returns the hex SHA-256 of the call's arguments as encoding/json
@@ -494,14 +589,24 @@ func (cl *call[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx) (*answe
 	if err != nil {
 		return nil, &handlerError{err}
 	}
-	a := &answer{res: res}
+	cl.output = out
+	a := &cl.ans
+	*a = answer{res: res}
 	if res != nil && (res.IsError || res.InputRequests != nil) {
 		return a, errRollback
 	}
-	if a.out, err = cl.t.out.encode(out); err != nil {
+	if a.out, err = cl.encodeOutput(); err != nil {
 		return nil, fmt.Errorf("idem: encoding output: %w", err)
 	}
 	return a, nil
+}
+
+// encodeOutput returns the structured content for the handler's output.
+func (cl *call[In, Out]) encodeOutput() (json.RawMessage, error) {
+	if cl.t.out.byPointer {
+		return json.Marshal(&cl.output) // the call's copy: nothing to box
+	}
+	return cl.t.out.encode(cl.output)
 }
 
 // handlerContext is a handler's context when the store's context (the
@@ -619,7 +724,8 @@ func (cl *call[In, Out]) unknown(ctx context.Context, cause error, hooks *afterC
 			if res, derr := decodeResult(rec); derr == nil {
 				cl.t.recent.add(cl.key)
 				hooks.run(context.WithoutCancel(ctx)) // our commit landed
-				return &answer{res: res, out: rec.StructuredOutput()}, nil
+				cl.ans = answer{res: res, out: rec.StructuredOutput(), outText: rec.OutputText}
+				return &cl.ans, nil
 			}
 		}
 		if err == nil {
@@ -662,9 +768,9 @@ func (cl *call[In, Out]) event(ctx context.Context, kind string, err error) {
 
 // checkKeys refuses a call whose record-key arguments are absent, null or
 // empty strings. Messages name the argument, never a value.
-func checkKeys(args map[string]json.RawMessage, keys []string) *Error {
+func checkKeys(args argMembers, keys []string) *Error {
 	for _, k := range keys {
-		raw, ok := args[k]
+		raw, ok := args.get(k)
 		if !ok || string(raw) == "null" || string(raw) == `""` {
 			return newError(CodeMissingKey, fmt.Sprintf("argument %q is required: it names the record this call writes", k))
 		}
@@ -692,26 +798,52 @@ func refusal(e *Error) *mcp.CallToolResult {
 }
 
 // runTx is Store.Run with AfterCommit hooks, returning the hooks of the
-// attempt that committed for the caller to run.
+// attempt that committed for the caller to run. Each attempt runs body with
+// r's state.
 //
 // On ErrUnknownOutcome it returns the hooks of the last attempt too: that
 // attempt's commit may have landed, and the caller runs them if a lookup
 // confirms it did.
-func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
-	var last *hookContext
-	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
-		last = &hookContext{Context: ctx}
-		return fn(last, tx)
-	})
+func runTx(ctx context.Context, s Store, r *txRun, body txBody) (*afterCommitList, error) {
+	r.body = body
+	err := s.Run(ctx, r.attempt)
 	switch {
-	case last == nil: // fn never ran
+	case r.last == nil: // body never ran
 		return nil, err
 	case err == nil:
-		return &last.hooks, nil
+		return &r.last.hooks, nil
 	case errors.Is(err, ErrUnknownOutcome):
-		return &last.hooks, err
+		return &r.last.hooks, err
 	}
 	return nil, err
+}
+
+// A txBody is what each attempt of runTx's transaction runs.
+type txBody interface {
+	runAttempt(ctx context.Context, tx Tx) error
+}
+
+// txFunc is a function as a txBody.
+type txFunc func(ctx context.Context, tx Tx) error
+
+func (f txFunc) runAttempt(ctx context.Context, tx Tx) error { return f(ctx, tx) }
+
+// txRun is the state of one runTx.
+type txRun struct {
+	body  txBody
+	last  *hookContext // the latest attempt's
+	first hookContext  // the first attempt's, kept here to save an allocation
+}
+
+// attempt is the fn of Store.Run: body, with a hook list of its own.
+func (r *txRun) attempt(ctx context.Context, tx Tx) error {
+	if r.last == nil {
+		r.first = hookContext{Context: ctx}
+		r.last = &r.first
+	} else {
+		r.last = &hookContext{Context: ctx}
+	}
+	return r.body.runAttempt(r.last, tx)
 }
 
 // flights lets one call per op key run at a time through one wrapped
@@ -720,25 +852,34 @@ func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) err
 // the op record's create-if-absent in the store gives the same guarantee at
 // the price of a retried transaction.
 type flights struct {
-	mu sync.Mutex // guards m
-	m  map[Key]chan struct{}
+	mu sync.Mutex // guards m and the done of every flight in it
+	m  map[Key]*flight
+}
+
+// A flight is one call running under an op key.
+type flight struct {
+	done chan struct{} // closed when the call ends; made by the first call that waits
 }
 
 var errBusy = errors.New("idem: busy")
 
-// acquire waits until no call with key k runs, then marks k running until
-// release(k, done) with the done it returns.
-func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (done chan struct{}, err error) {
+// acquire waits until no call with key k runs, then marks k running, as
+// mine, until release(k, mine).
+func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration, mine *flight) error {
 	var timeout <-chan time.Time // made on the first wait only
 	for {
 		f.mu.Lock()
 		running, ok := f.m[k]
 		if !ok {
-			done = make(chan struct{})
-			f.m[k] = done
+			*mine = flight{}
+			f.m[k] = mine
 			f.mu.Unlock()
-			return done, nil
+			return nil
 		}
+		if running.done == nil {
+			running.done = make(chan struct{})
+		}
+		done := running.done
 		f.mu.Unlock()
 		if timeout == nil {
 			timer := time.NewTimer(wait)
@@ -746,21 +887,24 @@ func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (done 
 			timeout = timer.C
 		}
 		select {
-		case <-running:
+		case <-done:
 		case <-timeout:
-			return nil, errBusy
+			return errBusy
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
 
 // release ends the flight acquire started: the calls waiting for it go on.
-func (f *flights) release(k Key, done chan struct{}) {
+func (f *flights) release(k Key, mine *flight) {
 	f.mu.Lock()
-	if f.m[k] == done {
+	if f.m[k] == mine {
 		delete(f.m, k)
 	}
+	done := mine.done
 	f.mu.Unlock()
-	close(done)
+	if done != nil {
+		close(done)
+	}
 }

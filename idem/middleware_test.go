@@ -293,3 +293,72 @@ func TestRefusalWithStrictOutputSchema(t *testing.T) {
 		t.Errorf("key reuse: %s", mustJSON(r))
 	}
 }
+
+// addressed writes "pointer" when encoding/json can take its address (its
+// MarshalJSON is on the pointer), and its fields when it cannot.
+type addressed struct {
+	V string `json:"v"`
+}
+
+func (*addressed) MarshalJSON() ([]byte, error) { return []byte(`"pointer"`), nil }
+
+type withAddressed struct {
+	Field addressed    `json:"field"`
+	Arr   [1]addressed `json:"arr"`
+	Slice []addressed  `json:"slice"`
+	Map   map[string]addressed
+}
+
+type plainOut struct {
+	ID   string   `json:"id"`
+	Tags []string `json:"tags"`
+}
+
+// The structured output is what encoding/json writes for the handler's Out
+// value, as the SDK sends it, whether or not the middleware encodes it
+// through a pointer: a MarshalJSON that only a pointer has is called where
+// encoding/json can take the address of a value (a slice element), and
+// nowhere else (a field, an array element, a map value).
+func TestOutputEncodedAsTheValue(t *testing.T) {
+	checkOutputEncoding(t, withAddressed{Field: addressed{"f"}, Arr: [1]addressed{{"a"}}, Slice: []addressed{{"s"}}, Map: map[string]addressed{"k": {"m"}}})
+	checkOutputEncoding(t, plainOut{ID: "n-1", Tags: []string{"x"}})
+}
+
+// checkOutputEncoding checks that a handler returning out sends what
+// encoding/json writes for out, on a first call and its replay.
+func checkOutputEncoding[Out any](t *testing.T, out Out) {
+	t.Helper()
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Out, error) {
+		return nil, out, nil
+	}, idem.OpID())
+	want, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opID := range []string{"", `,"op_id":"op-out"`} {
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(`{"text":"x"` + opID + `}`)}}
+		for range 2 { // a first call, then a replay when there is an op id
+			res, _, err := h(context.Background(), req, Note{})
+			if err != nil || res == nil || res.IsError {
+				t.Fatalf("%T: %v %+v", out, err, res)
+			}
+			if got := mustJSON(res.StructuredContent); got != string(want) {
+				t.Errorf("%T, op id %q: structured content %s, want %s", out, opID, got, want)
+			}
+		}
+	}
+}
+
+// Arguments of white space only are no arguments: refused as not matching
+// the tool's input, and the handler does not run.
+func TestWhiteSpaceArguments(t *testing.T) {
+	runs := 0
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		runs++
+		return nil, nil, nil
+	}, idem.OpID())
+	res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(" \n ")}}, struct{}{})
+	if err != nil || res == nil || !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeInvalidArguments) || runs != 0 {
+		t.Errorf("runs=%d err=%v result %s", runs, err, mustJSON(res))
+	}
+}

@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -43,19 +44,41 @@ func validateOpID(id string) *Error {
 	return nil
 }
 
+// argMembers are the members of a call's arguments that parseArgs looked
+// for: vals[i] is the value of the member named names[i], nil when absent.
+type argMembers struct {
+	names []string
+	vals  []json.RawMessage
+}
+
+// get returns the value of the member name, and whether it is present.
+func (m argMembers) get(name string) (json.RawMessage, bool) {
+	for i, n := range m.names {
+		if n == name && m.vals[i] != nil {
+			return m.vals[i], true
+		}
+	}
+	return nil, false
+}
+
 // parseArgs returns the members of a call's arguments named in want (the
 // last of duplicate members, as json.Unmarshal keeps), their values sharing
-// args' bytes. Arguments that are not a JSON object give a nil map (the SDK's
-// own validation reports them).
-func parseArgs(args json.RawMessage, want ...string) map[string]json.RawMessage {
-	if len(args) == 0 || !json.Valid(args) {
-		return nil
+// args' bytes, in buf when it is long enough. Arguments that are not a JSON
+// object give ok false and no members (the schema check reports them).
+// valid says that args is known to be valid JSON, and need not be checked.
+func parseArgs(args json.RawMessage, valid bool, buf []json.RawMessage, want ...string) (m argMembers, ok bool) {
+	if len(args) == 0 || !valid && !json.Valid(args) {
+		return argMembers{}, false
 	}
 	i := skipSpace(args, 0)
-	if args[i] != '{' {
-		return nil
+	if i == len(args) || args[i] != '{' { // white space only: valid for the check when no argument is required
+		return argMembers{}, false
 	}
-	out := noMembers // made on the first member wanted: most calls have one or two
+	if len(buf) < len(want) {
+		buf = make([]json.RawMessage, len(want))
+	}
+	m = argMembers{names: want, vals: buf[:len(want)]}
+	clear(m.vals)
 	for i = skipSpace(args, i+1); args[i] == '"'; i = skipSpace(args, i+1) {
 		// A valid object: a key string, ':', a value, then ',' or '}'.
 		end := stringEnd(args, i)
@@ -63,30 +86,23 @@ func parseArgs(args json.RawMessage, want ...string) map[string]json.RawMessage 
 		if bytes.IndexByte(raw, '\\') >= 0 {
 			var key string
 			if err := json.Unmarshal(args[i:end+1], &key); err != nil {
-				return nil
+				return argMembers{}, false
 			}
 			raw = []byte(key)
 		}
 		start := skipSpace(args, skipSpace(args, end+1)+1) // past ':'
 		stop := valueEnd(args, start)
-		for _, w := range want {
+		for j, w := range want {
 			if string(raw) == w {
-				if len(out) == 0 {
-					out = make(map[string]json.RawMessage, len(want))
-				}
-				out[w] = bytes.TrimRight(args[start:stop], " \t\r\n")
+				m.vals[j] = bytes.TrimRight(args[start:stop], " \t\r\n")
 			}
 		}
 		if i = stop; args[i] == '}' {
 			break
 		}
 	}
-	return out
+	return m, true
 }
-
-// noMembers is what parseArgs returns for an object without the members it
-// looks for; it is never written.
-var noMembers = map[string]json.RawMessage{}
 
 // skipSpace returns the index of the first byte at or after i in the valid
 // JSON text b that is not white space.
@@ -112,11 +128,12 @@ func stringEnd(b []byte, i int) int {
 // It returns "" when neither carries one. An op id that is present but not a
 // string (null included) is refused: a client that sent one meant to be
 // protected, and must not be silently run without it.
-func opIDOf(args map[string]json.RawMessage, meta mcp.Meta) (string, *Error) {
+func opIDOf(args argMembers, meta mcp.Meta) (string, *Error) {
 	var fromArg, fromMeta string
-	raw, argSet := args[opIDArgument]
+	raw, argSet := args.get(opIDArgument)
 	if argSet {
-		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &fromArg) != nil {
+		var ok bool
+		if fromArg, ok = stringOf(raw); !ok {
 			return "", newError(CodeInvalidOpID, "op_id must be a string")
 		}
 	}
@@ -137,4 +154,22 @@ func opIDOf(args map[string]json.RawMessage, meta mcp.Meta) (string, *Error) {
 		return fromMeta, validateOpID(fromMeta)
 	}
 	return "", nil
+}
+
+// stringOf returns the string the JSON value raw (valid JSON) holds, and
+// whether it is a string.
+func stringOf(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	plain := true // ASCII without escapes: the bytes are the string
+	for _, c := range inner {
+		plain = plain && c != '\\' && c < utf8.RuneSelf
+	}
+	if plain {
+		return string(inner), true
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
 }

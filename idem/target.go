@@ -59,7 +59,8 @@ func hasOpID(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
-	id, err := opIDOf(parseArgs(req.Params.Arguments, opIDArgument), req.Params.Meta)
+	args, _ := parseArgs(req.Params.Arguments, false, nil, opIDArgument)
+	id, err := opIDOf(args, req.Params.Meta)
 	return id != "" || err != nil
 }
 

@@ -48,7 +48,7 @@ type Store struct {
 	seq      atomic.Int64 // last version handed out; versions are never reused
 
 	mu   sync.Mutex // guards docs
-	docs map[backend.Key]*doc
+	docs map[backend.Key]doc
 }
 
 type doc struct {
@@ -60,7 +60,7 @@ type doc struct {
 // New returns an empty Store; nil opts means the defaults. Every store's
 // constructor has this shape: its handle (none here) and *Options.
 func New(opts *Options) *Store {
-	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[backend.Key]*doc)}
+	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[backend.Key]doc)}
 	if opts != nil {
 		if opts.Now != nil {
 			s.now = opts.Now
@@ -86,7 +86,8 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 				return err
 			}
 		}
-		t := &tx{s: s, reads: make(map[backend.Key]backend.Version), writes: make(map[backend.Key]*write)}
+		t := &tx{s: s}
+		t.reads, t.writes = t.readBuf[:0], t.writeBuf[:0]
 		err = fn(ctx, t)
 		t.closed = true
 		if err == nil {
@@ -107,21 +108,99 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 	return err
 }
 
+// A write is one key's pending write: a document, or a delete.
 type write struct {
+	k        backend.Key
 	data     []byte // nil: delete
 	version  backend.Version
 	expires  time.Time
 	observed bool // fn read this write's version back (Get, Update)
 }
 
+// A read is the stored version a tx saw at a key (0 for no entry), expired
+// or not; the commit requires it unchanged.
+type read struct {
+	k backend.Key
+	v backend.Version
+}
+
+// indexFrom is how many reads or writes a tx looks through one by one
+// before it indexes them in a map.
+const indexFrom = 8
+
+// tx is one attempt's transaction. Most transactions touch a few keys: their
+// reads and writes live in the tx itself, so that an attempt allocates the
+// tx and the documents it encodes, and nothing else.
 type tx struct {
 	s      *Store
 	closed bool
-	// reads holds, for every key this tx looked at, the stored version it
-	// saw (0 for no entry), expired or not; the commit requires it unchanged.
-	reads  map[backend.Key]backend.Version
-	writes map[backend.Key]*write
-	order  []backend.Key
+	reads  []read  // every key this tx looked at, once each
+	writes []write // one per key, in the order of each key's first write
+	// Past indexFrom entries, positions in reads and writes by key.
+	readAt, writeAt map[backend.Key]int
+	opts            backend.WriteOptions // the options of the write being made
+	readBuf         [4]read
+	writeBuf        [2]write
+}
+
+// written returns the pending write at k, or nil.
+func (t *tx) written(k backend.Key) *write {
+	if t.writeAt != nil {
+		if i, ok := t.writeAt[k]; ok {
+			return &t.writes[i]
+		}
+		return nil
+	}
+	for i := range t.writes {
+		if t.writes[i].k == k {
+			return &t.writes[i]
+		}
+	}
+	return nil
+}
+
+// setWrite records w as the pending write at its key, in place of an
+// earlier one.
+func (t *tx) setWrite(w write) {
+	if p := t.written(w.k); p != nil {
+		*p = w
+		return
+	}
+	t.writes = append(t.writes, w)
+	switch n := len(t.writes); {
+	case t.writeAt != nil:
+		t.writeAt[w.k] = n - 1
+	case n > indexFrom:
+		t.writeAt = make(map[backend.Key]int, 2*n)
+		for i := range t.writes {
+			t.writeAt[t.writes[i].k] = i
+		}
+	}
+}
+
+// noteRead records the version seen at k, unless k was seen before.
+func (t *tx) noteRead(k backend.Key, v backend.Version) {
+	if t.readAt != nil {
+		if _, seen := t.readAt[k]; seen {
+			return
+		}
+	} else {
+		for i := range t.reads {
+			if t.reads[i].k == k {
+				return
+			}
+		}
+	}
+	t.reads = append(t.reads, read{k: k, v: v})
+	switch n := len(t.reads); {
+	case t.readAt != nil:
+		t.readAt[k] = n - 1
+	case n > indexFrom:
+		t.readAt = make(map[backend.Key]int, 2*n)
+		for i := range t.reads {
+			t.readAt[t.reads[i].k] = i
+		}
+	}
 }
 
 var errClosed = errors.New("memory: transaction used after Run returned")
@@ -129,7 +208,7 @@ var errClosed = errors.New("memory: transaction used after Run returned")
 // view returns the state this tx sees at k: its own write if any, else the
 // committed document, recording the read.
 func (t *tx) view(k backend.Key) (data []byte, v backend.Version, live bool) {
-	if w, ok := t.writes[k]; ok {
+	if w := t.written(k); w != nil {
 		if w.data == nil {
 			return nil, 0, false
 		}
@@ -137,16 +216,11 @@ func (t *tx) view(k backend.Key) (data []byte, v backend.Version, live bool) {
 		return w.data, w.version, backend.Live(w.expires, t.s.now())
 	}
 	t.s.mu.Lock()
-	d := t.s.docs[k]
+	d, ok := t.s.docs[k]
 	t.s.mu.Unlock()
-	if d == nil {
-		if _, seen := t.reads[k]; !seen {
-			t.reads[k] = 0
-		}
+	t.noteRead(k, d.version) // 0 for no entry
+	if !ok {
 		return nil, 0, false
-	}
-	if _, seen := t.reads[k]; !seen {
-		t.reads[k] = d.version
 	}
 	return d.data, d.version, backend.Live(d.expires, t.s.now())
 }
@@ -177,11 +251,14 @@ func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, 
 func (t *tx) encode(doc any) ([]byte, error) { return backend.EncodeDocument(doc, t.s.maxBytes) }
 
 func (t *tx) put(k backend.Key, data []byte, opts []backend.WriteOption) {
-	o := backend.ApplyWriteOptions(opts)
-	if _, ok := t.writes[k]; !ok {
-		t.order = append(t.order, k)
+	// backend.ApplyWriteOptions, into the tx: its result would be allocated.
+	t.opts = backend.WriteOptions{}
+	for _, f := range opts {
+		if f != nil {
+			f(&t.opts)
+		}
 	}
-	t.writes[k] = &write{data: data, version: backend.Version(t.s.seq.Add(1)), expires: o.ExpiresAt}
+	t.setWrite(write{k: k, data: data, version: backend.Version(t.s.seq.Add(1)), expires: t.opts.ExpiresAt})
 }
 
 func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
@@ -241,10 +318,7 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 	if v != 0 && cur != v {
 		return backend.ErrConflict
 	}
-	if _, ok := t.writes[k]; !ok {
-		t.order = append(t.order, k)
-	}
-	t.writes[k] = &write{}
+	t.setWrite(write{k: k})
 	return nil
 }
 
@@ -258,12 +332,8 @@ func (t *tx) stale() bool {
 }
 
 func (t *tx) staleLocked() bool {
-	for k, seen := range t.reads {
-		var cur backend.Version
-		if d := t.s.docs[k]; d != nil {
-			cur = d.version
-		}
-		if cur != seen {
+	for _, r := range t.reads {
+		if t.s.docs[r.k].version != r.v { // 0 for no entry
 			return true
 		}
 	}
@@ -278,12 +348,12 @@ func (t *tx) commit() error {
 		return errConflictCommit
 	}
 	// Check every write before applying any.
-	for _, k := range t.order {
-		w := t.writes[k]
+	for i := range t.writes {
+		w := &t.writes[i]
 		if w.data == nil {
 			continue
 		}
-		if d := s.docs[k]; d != nil && d.version >= w.version {
+		if d, ok := s.docs[w.k]; ok && d.version >= w.version {
 			// A blind Put whose version was handed out before another
 			// transaction's write to k committed. Versions only go up: a
 			// write whose version fn never saw gets a fresh one; one fn
@@ -294,13 +364,12 @@ func (t *tx) commit() error {
 			w.version = backend.Version(s.seq.Add(1))
 		}
 	}
-	for _, k := range t.order {
-		w := t.writes[k]
+	for _, w := range t.writes {
 		if w.data == nil {
-			delete(s.docs, k)
+			delete(s.docs, w.k)
 			continue
 		}
-		s.docs[k] = &doc{data: w.data, version: w.version, expires: w.expires}
+		s.docs[w.k] = doc{data: w.data, version: w.version, expires: w.expires}
 	}
 	return nil
 }
@@ -312,9 +381,9 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 		return 0, err
 	}
 	s.mu.Lock()
-	d := s.docs[k]
+	d, ok := s.docs[k]
 	s.mu.Unlock()
-	if d == nil || !backend.Live(d.expires, s.now()) {
+	if !ok || !backend.Live(d.expires, s.now()) {
 		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
