@@ -377,11 +377,11 @@ func (cl *call[In, Out]) runOp(ctx context.Context) (*answer, *Error) {
 // read reads the op record outside a transaction: nil and nil when there is
 // none.
 func (cl *call[In, Out]) read(ctx context.Context, r backend.Reader) (*oprecord.Record, error) {
-	var ans opAnswer
-	_, err := r.Read(ctx, cl.key, &ans)
+	rec := new(oprecord.Record)
+	_, err := r.Read(ctx, cl.key, rec)
 	switch {
 	case err == nil:
-		return ans.record(), nil
+		return rec, nil
 	case errors.Is(err, ErrNotFound):
 		return nil, nil
 	}
@@ -441,11 +441,11 @@ func (cl *call[In, Out]) tryOnce(ctx, tctx context.Context, tx Tx) error {
 // get reads the op record in the transaction: nil when there is none, or
 // when it cannot be read (the transaction then fails on its own).
 func (cl *call[In, Out]) get(ctx context.Context, tx Tx) *oprecord.Record {
-	var ans opAnswer
-	if _, err := tx.Get(ctx, cl.key, &ans); err != nil {
+	rec := new(oprecord.Record)
+	if _, err := tx.Get(ctx, cl.key, rec); err != nil {
 		return nil
 	}
-	return ans.record()
+	return rec
 }
 
 // nullJSON is the result of a handler that returned none; never written to.

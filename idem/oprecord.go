@@ -34,20 +34,6 @@ func appendAttemptID(b []byte) []byte {
 	return strconv.AppendUint(b, attemptSeq.Add(1), 36)
 }
 
-// opAnswer is the part of an op record a replay needs: decoding only it
-// skips the rest of the record.
-type opAnswer struct {
-	Fingerprint string          `json:"fingerprint"`
-	ArgsHash    string          `json:"args_hash"`
-	Result      json.RawMessage `json:"result"`
-	OutputText  string          `json:"output_text,omitempty"`
-	Output      json.RawMessage `json:"output,omitempty"`
-}
-
-func (a *opAnswer) record() *oprecord.Record {
-	return &oprecord.Record{Fingerprint: a.Fingerprint, ArgsHash: a.ArgsHash, Result: a.Result, OutputText: a.OutputText, Output: a.Output}
-}
-
 // decodeResult returns a fresh copy of the stored result.
 func decodeResult(r *oprecord.Record) (*mcp.CallToolResult, error) {
 	res := &mcp.CallToolResult{}
