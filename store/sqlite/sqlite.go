@@ -527,9 +527,9 @@ const sweepBatch = 16
 // A sweep checkpoints when it has written about walTarget pages to the WAL
 // since its last checkpoint: under the 1,000 pages (autocheckpoint) at which
 // a Run's commit would checkpoint, with room for the Runs' own pages. It
-// counts documents, not pages: firstCheckpoint documents at first (about 5
-// pages a document at 1M documents), then as many as filled walTarget pages
-// at the rate its last checkpoint found (docs/sweep.md).
+// counts documents, not pages: firstCheckpoint documents at first (a few
+// hundred pages at 1M documents), then as many as filled walTarget pages at
+// the rate its last checkpoint found (docs/sweep.md).
 const (
 	walTarget       = 800
 	firstCheckpoint = 128
@@ -551,8 +551,8 @@ const autocheckpoint = 1000
 // sweep delays a Run by at most the one batch in progress, not by the
 // whole sweep. Its commits do not checkpoint the WAL; the sweep checkpoints
 // itself, without holding the writer, after about 800 pages of WAL and
-// when it is done, so that Runs' commits rarely have a checkpoint to run
-// and the WAL stays under SQLite's 1,000-page checkpoint size.
+// when it is done, so that Runs' commits rarely have a checkpoint to run;
+// a sweep alone keeps the WAL under SQLite's 1,000-page checkpoint size.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, errors.New("sqlite: sweep limit must be positive")
