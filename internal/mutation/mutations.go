@@ -390,4 +390,22 @@ var mutations = []mutation{
 		Pkg:    "./store/sqlite",
 		Run:    "^TestSweepTransactionsAreSmall$",
 	},
+	{
+		Name:   "sqlite/sweep-runs-first",
+		Guards: "a Run waiting for SQLite's writer goes before the next sweep batch",
+		File:   "store/sqlite/sqlite.go",
+		From:   "		if s.waiting.Load() == 0 {",
+		To:     "		if true {",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestRunsGoBeforeSweepBatches$",
+	},
+	{
+		Name:   "sqlite/sweep-checkpoint",
+		Guards: "a sweep, whose commits do not checkpoint, checkpoints the WAL itself so that it stays small",
+		File:   "store/sqlite/sqlite.go",
+		From:   "	if due || deleted < n {",
+		To:     "	if false {",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestSweepKeepsTheWALSmall$",
+	},
 }

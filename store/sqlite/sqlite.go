@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,6 +101,16 @@ type Store struct {
 	// reader is readQuery prepared for Read, on every pooled connection
 	// it runs on.
 	reader *sql.Stmt
+	// waiting counts the Runs waiting for the writer token: a sweep
+	// batch that got the token while Runs wait lets them go first.
+	waiting atomic.Int32
+	// sweeping is held by a sweep batch, its checkpoint included.
+	sweeping sync.Mutex
+	// Guarded by sweeping: how many documents sweeps deleted since they
+	// last checkpointed, and how many they delete before the next
+	// checkpoint.
+	uncheckpointed int
+	checkpointAt   int
 }
 
 // writeConn is a connection kept for Runs and the statements prepared on
@@ -215,12 +226,13 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, errors.New("sqlite: path must name a database file")
 	}
 	s := &Store{
-		now:      time.Now,
-		maxBytes: 1 << 20,
-		busy:     5 * time.Second,
-		attempts: 16,
-		writer:   make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		now:          time.Now,
+		maxBytes:     1 << 20,
+		busy:         5 * time.Second,
+		attempts:     16,
+		checkpointAt: firstCheckpoint,
+		writer:       make(chan struct{}, 1),
+		done:         make(chan struct{}),
 	}
 	if opts != nil {
 		if opts.Now != nil {
@@ -375,7 +387,10 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 }
 
 func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) (err error) {
-	if err := s.lock(ctx); err != nil {
+	s.waiting.Add(1)
+	err = s.lock(ctx)
+	s.waiting.Add(-1)
+	if err != nil {
 		return err
 	}
 	defer s.unlock()
@@ -509,15 +524,35 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 // (docs/sweep.md).
 const sweepBatch = 16
 
+// A sweep checkpoints when it has written about walTarget pages to the WAL
+// since its last checkpoint: under the 1,000 pages (autocheckpoint) at which
+// a Run's commit would checkpoint, with room for the Runs' own pages. It
+// counts documents, not pages: firstCheckpoint documents at first (a few
+// hundred pages at 1M documents), then as many as filled walTarget pages at
+// the rate its last checkpoint found (docs/sweep.md).
+const (
+	walTarget       = 800
+	firstCheckpoint = 128
+)
+
+// autocheckpoint is SQLite's default wal_autocheckpoint, in pages: Runs'
+// commits checkpoint when the WAL has grown past it.
+const autocheckpoint = 1000
+
 // Sweep implements [backend.Sweeper]: it deletes up to limit documents whose
 // expiry is not after the store's clock and returns how many it deleted;
 // fewer than limit means no expired document was left. limit must be
 // positive.
 //
 // It deletes in batches of at most 16 documents, each its own transaction
-// that holds this Store's writer only for that batch: a Run waiting for the
-// writer goes before the next batch, so a long sweep delays a Run by about
-// one batch, not by the whole sweep.
+// that holds this Store's writer only for that batch. Runs waiting for the
+// writer go before the next batch, up to 4 of them (so that under a steady
+// stream of Runs a sweep still deletes about 4 documents a Run): a long
+// sweep delays a Run by at most the one batch in progress, not by the
+// whole sweep. Its commits do not checkpoint the WAL; the sweep checkpoints
+// itself, without holding the writer, after about 800 pages of WAL and
+// when it is done, so that Runs' commits rarely have a checkpoint to run;
+// a sweep alone keeps the WAL under SQLite's 1,000-page checkpoint size.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, errors.New("sqlite: sweep limit must be positive")
@@ -526,7 +561,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	total := 0
 	for total < limit {
 		n := min(sweepBatch, limit-total)
-		deleted, err := s.deleteExpired(ctx, now, n)
+		deleted, err := s.sweepOnce(ctx, now, n)
 		total += deleted
 		if err != nil {
 			return total, err
@@ -538,26 +573,80 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	return total, nil
 }
 
-// deleteExpired deletes up to n documents expired at now in one transaction.
-func (s *Store) deleteExpired(ctx context.Context, now int64, n int) (int, error) {
-	if err := s.lock(ctx); err != nil {
-		return 0, err
-	}
-	// Unlocking hands the writer to a Run waiting for it, if any.
-	defer s.unlock()
+// sweepOnce deletes up to n documents expired at now in one transaction,
+// and checkpoints when it is time to.
+func (s *Store) sweepOnce(ctx context.Context, now int64, n int) (int, error) {
+	s.sweeping.Lock()
+	defer s.sweeping.Unlock()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: getting a connection: %w", err)
 	}
 	defer conn.Close()
+	if err := s.lockAfterRuns(ctx); err != nil {
+		return 0, err
+	}
+	deleted, err := deleteExpired(ctx, conn, now, n)
+	// Unlocking hands the writer to a Run waiting for it, if any.
+	s.unlock()
+	if err != nil {
+		return 0, err
+	}
+	s.uncheckpointed += deleted
+	due := s.uncheckpointed >= s.checkpointAt
+	if due || deleted < n {
+		// PASSIVE: copies what it can without waiting for readers or
+		// the writer; Runs go on committing meanwhile.
+		var busy, frames, copied int
+		if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+			return deleted, fmt.Errorf("sqlite: checkpointing after a sweep: %w", err)
+		}
+		if due && frames > 0 {
+			s.checkpointAt = min(max(walTarget*s.uncheckpointed/frames, sweepBatch), 64*sweepBatch)
+		}
+		s.uncheckpointed = 0
+	}
+	return deleted, nil
+}
+
+// maxYields bounds how many times in a row a sweep batch lets waiting Runs
+// go first, so that a steady stream of Runs cannot stop a sweep: with one
+// Run let through a yield, a sweep deletes about 16/4 = 4 documents a Run,
+// more than the op records calls write (docs/sweep.md).
+const maxYields = 4
+
+// lockAfterRuns takes the writer token for a sweep batch, letting Runs that
+// wait for it go first: a Run that arrived while the sweep waited for the
+// token does not wait for a batch too.
+func (s *Store) lockAfterRuns(ctx context.Context) error {
+	for range maxYields {
+		if err := s.lock(ctx); err != nil {
+			return err
+		}
+		if s.waiting.Load() == 0 {
+			return nil
+		}
+		// Unlocking hands the token to the first waiting Run; locking
+		// again queues behind it.
+		s.unlock()
+	}
+	return s.lock(ctx)
+}
+
+// deleteExpired deletes up to n documents expired at now in one transaction
+// on conn, which must hold this Store's writer.
+func deleteExpired(ctx context.Context, conn *sql.Conn, now int64, n int) (int, error) {
 	// A deletion of expired documents need not survive a crash (they are
 	// absent either way, and the next sweep deletes them again), so its
-	// commit does not wait for fsync; a later commit's fsync covers it.
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+	// commit does not wait for fsync; a later commit's fsync or the
+	// sweep's checkpoint covers it. Nor does the commit checkpoint: the
+	// sweep does, without holding the writer.
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0"); err != nil {
 		return 0, fmt.Errorf("sqlite: sweeping expired documents: %w", err)
 	}
 	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
+		restore := "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=" + strconv.Itoa(autocheckpoint)
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), restore); err != nil {
 			discard(conn)
 		}
 	}()
