@@ -14,6 +14,8 @@
 # Environment:
 #   IDEMKIT_POSTGRES_PORT  first port to try (default 55432); the next free
 #                          one is used if it is busy.
+#   IDEMKIT_POSTGRES_OPTS  more server settings, e.g. "-c shared_buffers=256MB"
+#                          (the scale benchmark's buffer-size runs).
 #
 # Installs PostgreSQL with apt-get when no /usr/lib/postgresql/*/bin exists
 # (needs root). As root the server runs as the user postgres.
@@ -90,7 +92,7 @@ for _ in $(seq 1 50); do
   fi
   # Durability settings are off: the data dies with the run anyway.
   if as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${IDEMKIT_POSTGRES_OPTS:-}" \
     start >/dev/null; then
     started=1
     break
