@@ -18,7 +18,7 @@ import (
 // TestScale is the scale benchmark (storetest.Scale), on demand, on tables
 // of its own that it deletes at the end:
 //
-//	IDEMKIT_SCALE=1 go test -run TestScale -v -timeout 60m ./store/dynamo
+//	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 60m ./store/dynamo
 //
 // DynamoDB has no Sweep (its TTL deletes expired items): the calls are
 // measured, the sweep is skipped.

@@ -23,7 +23,7 @@ import (
 // IDEMKIT_FIRESTORE_EMULATOR_HOST is not set:
 //
 //	env -u IDEMKIT_FIRESTORE_EMULATOR_HOST IDEMKIT_FIRESTORE_PORT=8390 IDEMKIT_SCALE=1 \
-//		scripts/with-firestore.sh go test -run TestScale -v -timeout 60m ./store/firestore
+//		scripts/with-firestore.sh go test -count=1 -run TestScale -v -timeout 60m ./store/firestore
 //
 // Firestore has no Sweep (its TTL policy deletes expired documents): the
 // calls are measured, the sweep is skipped.

@@ -13,7 +13,7 @@ import (
 // TestScale is the scale benchmark (storetest.Scale), on demand, on tables
 // of its own that it drops at the end:
 //
-//	IDEMKIT_SCALE=1 go test -run TestScale -v -timeout 60m ./store/postgres
+//	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 60m ./store/postgres
 func TestScale(t *testing.T) {
 	serverURL(t)
 	storetest.Scale(t, storetest.ScaleHarness{

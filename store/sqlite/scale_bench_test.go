@@ -13,7 +13,7 @@ import (
 
 // TestScale is the scale benchmark (storetest.Scale), on demand:
 //
-//	IDEMKIT_SCALE=1 go test -run TestScale -v -timeout 30m ./store/sqlite
+//	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 30m ./store/sqlite
 func TestScale(t *testing.T) {
 	storetest.Scale(t, storetest.ScaleHarness{
 		New: func(t *testing.T, now func() time.Time) storetest.ScaleStore {
