@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/sdk/internal/crashtest"
 	"github.com/idemkit/sdk/internal/storeurl/storeurltest"
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // The shape of one run: clients making ops each, one op in changeEvery sent
@@ -54,26 +55,12 @@ var defaultRuns = map[string]int{"sqlite": 10, "postgres": 10, "dynamodb": 10, "
 // IDEMKIT_CRASH_PARALLEL asks for another count on every store.
 var defaultParallel = map[string]int{"firestore": 6}
 
-// envCount returns the number the environment variable name holds, or def
-// when it is not set.
-func envCount(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s: want a number from 1", name)
-	}
-	return n
-}
-
 func runCount(t *testing.T, store string) int {
-	return envCount(t, "IDEMKIT_CRASH_RUNS", defaultRuns[store])
+	return testenv.Count(t, "IDEMKIT_CRASH_RUNS", defaultRuns[store])
 }
 
 func parallelCount(t *testing.T, store string) int {
-	return envCount(t, "IDEMKIT_CRASH_PARALLEL", max(1, defaultParallel[store]))
+	return testenv.Count(t, "IDEMKIT_CRASH_PARALLEL", max(1, defaultParallel[store]))
 }
 
 // runSpec returns the store value run r uses: spec itself, except on

@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -25,4 +26,20 @@ func Service(t testing.TB, name, script string) string {
 		t.Skipf("%s is not set; run the tests under %s", name, script)
 	}
 	return v
+}
+
+// Count returns the count the environment variable name holds (a number
+// from 1, such as a number of runs), or def when it is not set. Any other
+// value fails the test; the message does not repeat it.
+func Count(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s: want a number from 1", name)
+	}
+	return n
 }

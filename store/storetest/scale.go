@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/internal/oprecord"
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // ScaleStore is a store for Scale, with a way to fill its table fast.
@@ -108,7 +109,7 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 	var runsE, runsF atomic.Int64
 	te := [2]benchTool{newBenchTool(empty, &runsE, nil), newBenchTool(empty, &runsE, nil)}
 	tf := [2]benchTool{newBenchTool(full, &runsF, nil), newBenchTool(full, &runsF, nil)}
-	rounds := envInt(t, "IDEMKIT_SCALE_ROUNDS", 400)
+	rounds := testenv.Count(t, "IDEMKIT_SCALE_ROUNDS", 400)
 	var onEmpty, onFull []callTimes
 	for r := range rounds {
 		// Each store goes first in every other round, so that neither
@@ -263,18 +264,6 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[int(p*float64(len(s)-1))].Round(time.Microsecond)
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s: not a positive number", name)
-	}
-	return n
 }
 
 // ScaleRecord returns the i-th op record of a Load from first on, as the
