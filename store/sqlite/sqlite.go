@@ -104,7 +104,7 @@ type Store struct {
 	// waiting counts the Runs waiting for the writer token: a sweep
 	// batch that got the token while Runs wait lets them go first.
 	waiting atomic.Int32
-	// sweeping is held by a sweep batch, its checkpoint included.
+	// sweeping is held by a Sweep call, its batches and checkpoints included.
 	sweeping sync.Mutex
 	// Guarded by sweeping: how many documents sweeps deleted since they
 	// last checkpointed, and how many they delete before the next
@@ -558,10 +558,18 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		return 0, errors.New("sqlite: sweep limit must be positive")
 	}
 	now := unixNano(s.now())
+	// One sweep at a time: the checkpoint counters are the sweeps'.
+	s.sweeping.Lock()
+	defer s.sweeping.Unlock()
+	conn, err := sweepConn(ctx, s.db)
+	if err != nil {
+		return 0, err
+	}
+	defer releaseSweepConn(ctx, conn)
 	total := 0
 	for total < limit {
 		n := min(sweepBatch, limit-total)
-		deleted, err := s.sweepOnce(ctx, now, n)
+		deleted, err := s.sweepOnce(ctx, conn, now, n)
 		total += deleted
 		if err != nil {
 			return total, err
@@ -573,16 +581,39 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	return total, nil
 }
 
-// sweepOnce deletes up to n documents expired at now in one transaction,
-// and checkpoints when it is time to.
-func (s *Store) sweepOnce(ctx context.Context, now int64, n int) (int, error) {
-	s.sweeping.Lock()
-	defer s.sweeping.Unlock()
-	conn, err := s.db.Conn(ctx)
+// sweepConn returns a pooled connection set up for a sweep's batches.
+// A deletion of expired documents need not survive a crash (they are
+// absent either way, and the next sweep deletes them again), so its commits
+// do not wait for fsync; a later commit's fsync or the sweep's checkpoint
+// covers them. Nor do they checkpoint: the sweep does, without holding the
+// writer.
+func sweepConn(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: getting a connection: %w", err)
+		return nil, fmt.Errorf("sqlite: getting a connection: %w", err)
 	}
-	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0"); err != nil {
+		discard(conn)
+		conn.Close()
+		return nil, fmt.Errorf("sqlite: sweeping expired documents: %w", err)
+	}
+	return conn, nil
+}
+
+// releaseSweepConn gives the pool back a connection of sweepConn's with
+// the settings every other connection has, or discards it.
+func releaseSweepConn(ctx context.Context, conn *sql.Conn) {
+	restore := "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=" + strconv.Itoa(autocheckpoint)
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), restore); err != nil {
+		discard(conn)
+	}
+	conn.Close()
+}
+
+// sweepOnce deletes up to n documents expired at now in one transaction on
+// conn (from sweepConn, the caller holding s.sweeping), and checkpoints
+// when it is time to.
+func (s *Store) sweepOnce(ctx context.Context, conn *sql.Conn, now int64, n int) (int, error) {
 	if err := s.lockAfterRuns(ctx); err != nil {
 		return 0, err
 	}
@@ -634,22 +665,8 @@ func (s *Store) lockAfterRuns(ctx context.Context) error {
 }
 
 // deleteExpired deletes up to n documents expired at now in one transaction
-// on conn, which must hold this Store's writer.
+// on conn (from sweepConn), which must hold this Store's writer.
 func deleteExpired(ctx context.Context, conn *sql.Conn, now int64, n int) (int, error) {
-	// A deletion of expired documents need not survive a crash (they are
-	// absent either way, and the next sweep deletes them again), so its
-	// commit does not wait for fsync; a later commit's fsync or the
-	// sweep's checkpoint covers it. Nor does the commit checkpoint: the
-	// sweep does, without holding the writer.
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0"); err != nil {
-		return 0, fmt.Errorf("sqlite: sweeping expired documents: %w", err)
-	}
-	defer func() {
-		restore := "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=" + strconv.Itoa(autocheckpoint)
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), restore); err != nil {
-			discard(conn)
-		}
-	}()
 	res, err := conn.ExecContext(ctx,
 		`DELETE FROM docs WHERE rowid IN (
 			SELECT rowid FROM docs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)`,
