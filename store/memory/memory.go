@@ -87,7 +87,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 			}
 		}
 		t := &tx{s: s}
-		t.reads, t.writes = t.readBuf[:0], t.writeBuf[:0]
+		t.reads.items, t.writes.items = t.readBuf[:0], t.writeBuf[:0]
 		err = fn(ctx, t)
 		t.closed = true
 		if err == nil {
@@ -128,78 +128,77 @@ type read struct {
 // before it indexes them in a map.
 const indexFrom = 8
 
-// tx is one attempt's transaction. Most transactions touch a few keys: their
-// reads and writes live in the tx itself, so that an attempt allocates the
-// tx and the documents it encodes, and nothing else.
-type tx struct {
-	s      *Store
-	closed bool
-	reads  []read  // every key this tx looked at, once each
-	writes []write // one per key, in the order of each key's first write
-	// Past indexFrom entries, positions in reads and writes by key.
-	readAt, writeAt map[backend.Key]int
-	opts            backend.WriteOptions // the options of the write being made
-	readBuf         [4]read
-	writeBuf        [2]write
+// keyedList holds one item per key, in the order of each key's first item:
+// found by looking through them one by one while there are few, through a
+// map of positions past indexFrom.
+type keyedList[T interface{ key() backend.Key }] struct {
+	items []T
+	at    map[backend.Key]int
 }
 
-// written returns the pending write at k, or nil.
-func (t *tx) written(k backend.Key) *write {
-	if t.writeAt != nil {
-		if i, ok := t.writeAt[k]; ok {
-			return &t.writes[i]
+// find returns the item at k, or nil.
+func (l *keyedList[T]) find(k backend.Key) *T {
+	if l.at != nil {
+		if i, ok := l.at[k]; ok {
+			return &l.items[i]
 		}
 		return nil
 	}
-	for i := range t.writes {
-		if t.writes[i].k == k {
-			return &t.writes[i]
+	for i := range l.items {
+		if l.items[i].key() == k {
+			return &l.items[i]
 		}
 	}
 	return nil
 }
 
-// setWrite records w as the pending write at its key, in place of an
-// earlier one.
-func (t *tx) setWrite(w write) {
-	if p := t.written(w.k); p != nil {
-		*p = w
-		return
-	}
-	t.writes = append(t.writes, w)
-	switch n := len(t.writes); {
-	case t.writeAt != nil:
-		t.writeAt[w.k] = n - 1
+// add appends x, whose key has no item yet.
+func (l *keyedList[T]) add(x T) {
+	l.items = append(l.items, x)
+	switch n := len(l.items); {
+	case l.at != nil:
+		l.at[x.key()] = n - 1
 	case n > indexFrom:
-		t.writeAt = make(map[backend.Key]int, 2*n)
-		for i := range t.writes {
-			t.writeAt[t.writes[i].k] = i
+		l.at = make(map[backend.Key]int, 2*n)
+		for i := range l.items {
+			l.at[l.items[i].key()] = i
 		}
 	}
 }
 
+func (w write) key() backend.Key { return w.k }
+func (r read) key() backend.Key  { return r.k }
+
+// tx is one attempt's transaction. Most transactions touch a few keys: their
+// reads and writes live in the tx itself, so that an attempt allocates the
+// tx and the documents it encodes, and nothing else.
+type tx struct {
+	s        *Store
+	closed   bool
+	reads    keyedList[read]      // every key this tx looked at, once each
+	writes   keyedList[write]     // one per key, in the order of each key's first write
+	opts     backend.WriteOptions // the options of the write being made
+	readBuf  [4]read
+	writeBuf [2]write
+}
+
+// written returns the pending write at k, or nil.
+func (t *tx) written(k backend.Key) *write { return t.writes.find(k) }
+
+// setWrite records w as the pending write at its key, in place of an
+// earlier one.
+func (t *tx) setWrite(w write) {
+	if p := t.writes.find(w.k); p != nil {
+		*p = w
+		return
+	}
+	t.writes.add(w)
+}
+
 // noteRead records the version seen at k, unless k was seen before.
 func (t *tx) noteRead(k backend.Key, v backend.Version) {
-	if t.readAt != nil {
-		if _, seen := t.readAt[k]; seen {
-			return
-		}
-	} else {
-		for i := range t.reads {
-			if t.reads[i].k == k {
-				return
-			}
-		}
-	}
-	t.reads = append(t.reads, read{k: k, v: v})
-	switch n := len(t.reads); {
-	case t.readAt != nil:
-		t.readAt[k] = n - 1
-	case n > indexFrom:
-		t.readAt = make(map[backend.Key]int, 2*n)
-		for i := range t.reads {
-			t.readAt[t.reads[i].k] = i
-		}
+	if t.reads.find(k) == nil {
+		t.reads.add(read{k: k, v: v})
 	}
 }
 
@@ -332,7 +331,7 @@ func (t *tx) stale() bool {
 }
 
 func (t *tx) staleLocked() bool {
-	for _, r := range t.reads {
+	for _, r := range t.reads.items {
 		if t.s.docs[r.k].version != r.v { // 0 for no entry
 			return true
 		}
@@ -348,8 +347,8 @@ func (t *tx) commit() error {
 		return errConflictCommit
 	}
 	// Check every write before applying any.
-	for i := range t.writes {
-		w := &t.writes[i]
+	for i := range t.writes.items {
+		w := &t.writes.items[i]
 		if w.data == nil {
 			continue
 		}
@@ -364,7 +363,7 @@ func (t *tx) commit() error {
 			w.version = backend.Version(s.seq.Add(1))
 		}
 	}
-	for _, w := range t.writes {
+	for _, w := range t.writes.items {
 		if w.data == nil {
 			delete(s.docs, w.k)
 			continue
