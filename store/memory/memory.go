@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,8 +48,9 @@ type Store struct {
 	attempts int
 	seq      atomic.Int64 // last version handed out; versions are never reused
 
-	mu   sync.Mutex // guards docs
+	mu   sync.Mutex // guards docs and exp
 	docs map[backend.Key]doc
+	exp  expiries // every document with an expiry, earliest first
 }
 
 type doc struct {
@@ -369,6 +371,9 @@ func (t *tx) commit() error {
 			continue
 		}
 		s.docs[w.k] = doc{data: w.data, version: w.version, expires: w.expires}
+		if !w.expires.IsZero() {
+			s.exp.push(expiry{at: w.expires.UnixNano(), k: w.k, v: w.version})
+		}
 	}
 	return nil
 }
@@ -393,36 +398,103 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	return d.version, nil
 }
 
-// sweepVisit is how many documents Sweep looks at while it holds the
+// sweepHold is how many index entries Sweep looks at while it holds the
 // store's lock; it lets transactions in between.
-const sweepVisit = 4096
+const sweepHold = 32
 
 // Sweep deletes up to limit expired documents and returns how many it
 // deleted; fewer than limit means no expired document was left. limit must
-// be positive. It holds the store's lock for at most 4096 documents at a
-// time.
+// be positive. It takes them earliest expiry first from an index of
+// expiries, so that its cost does not grow with the live documents or the
+// ones it deleted before, and holds the store's lock for at most 32 of them
+// at a time.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("memory: Sweep limit must be positive")
 	}
 	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, visited := 0, 0
-	for k, d := range s.docs {
-		if n >= limit {
+	n := 0
+	for n < limit {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		s.mu.Lock()
+		more := true
+		for i := 0; i < sweepHold && n < limit; i++ {
+			if len(s.exp) == 0 {
+				more = false
+				break
+			}
+			e := s.exp[0]
+			if d, ok := s.docs[e.k]; ok && d.version == e.v {
+				if backend.Live(d.expires, now) {
+					more = false // the earliest expiry left is to come
+					break
+				}
+				delete(s.docs, e.k)
+				n++
+			}
+			// Else a later write or a delete replaced the document this
+			// entry was made for: nothing to do at its time.
+			s.exp.pop()
+		}
+		s.mu.Unlock()
+		if !more {
 			break
 		}
-		if !backend.Live(d.expires, now) {
-			delete(s.docs, k)
-			n++
-		}
-		if visited++; visited%sweepVisit == 0 {
-			// Deleting and adding entries while ranging over a map is
-			// allowed; the lock is held again before the next step.
-			s.mu.Unlock()
-			s.mu.Lock()
-		}
+		runtime.Gosched() // let the transactions waiting for the lock have it
 	}
 	return n, nil
+}
+
+// An expiry is an index entry of a document written with an expiry: when it
+// expires (Unix nanoseconds), its key, and the version that write made. A
+// later write or delete at the key leaves the entry behind; Sweep drops it
+// when its time comes, so an entry lasts no longer than its expiry.
+type expiry struct {
+	at int64
+	k  backend.Key
+	v  backend.Version
+}
+
+// expiries is a min-heap of expiry by at. Most writes expire later than
+// every entry already there (now plus one time to live), so a push seldom
+// moves past the last level.
+type expiries []expiry
+
+func (h *expiries) push(e expiry) {
+	*h = append(*h, e)
+	x := *h
+	for i := len(x) - 1; i > 0; {
+		p := (i - 1) / 2
+		if x[p].at <= x[i].at {
+			break
+		}
+		x[p], x[i] = x[i], x[p]
+		i = p
+	}
+}
+
+// pop removes the earliest entry.
+func (h *expiries) pop() {
+	x := *h
+	last := len(x) - 1
+	x[0] = x[last]
+	x[last] = expiry{} // let go of its key's strings
+	x = x[:last]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(x) {
+			break
+		}
+		if c+1 < len(x) && x[c+1].at < x[c].at {
+			c++
+		}
+		if x[i].at <= x[c].at {
+			break
+		}
+		x[i], x[c] = x[c], x[i]
+		i = c
+	}
+	*h = x
 }

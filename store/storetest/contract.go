@@ -171,6 +171,7 @@ func runContract(t *testing.T, h Harness) {
 	t.Run("LimitRollsBackTx", func(t *testing.T) { t.Parallel(); testLimitRollsBackTx(t, h) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); testSweep(t, h) })
 	t.Run("SweepManyBatches", func(t *testing.T) { t.Parallel(); testSweepManyBatches(t, h) })
+	t.Run("SweepRewritten", func(t *testing.T) { t.Parallel(); testSweepRewritten(t, h) })
 }
 
 func testCreateGet(t *testing.T, h Harness) {

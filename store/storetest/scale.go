@@ -147,27 +147,37 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 // first calls during the fifth.
 func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, n int) {
 	ctx := t.Context()
-	quiet := firstCallLatencies(t, s, 5*time.Second, nil)
 	slice := n / 10
 	var rates [10]float64
-	var during []time.Duration
 	var slowest [2]time.Duration // alone, during the calls
+	var phase atomic.Int64       // even: sweeping; odd: resting
+	var quiet, during []time.Duration
+	var sweeping time.Duration // of the fifth tenth, without its rests
 	for i := range rates {
 		want := slice
 		if i == len(rates)-1 {
 			want = n - 9*slice
 		}
-		stop := make(chan struct{})
+		k := 0
+		var stop chan struct{}
 		var wg sync.WaitGroup
 		if i == 4 {
-			wg.Go(func() { during = firstCallLatencies(t, s, 0, stop) })
-		}
-		k := 0
-		if i == 4 {
-			k = 1
+			k, stop = 1, make(chan struct{})
+			wg.Go(func() { quiet, during = callThroughPhases(t, s, &phase, stop) })
 		}
 		start := time.Now()
+		phaseEnd := start.Add(sweepPhase)
 		for done := 0; done < want; {
+			if i == 4 && time.Now().After(phaseEnd) {
+				// The fifth tenth sweeps and rests in turn, so that the
+				// calls' latencies with and without a sweep come from
+				// the same seconds of a machine shared with other work.
+				sweeping += time.Since(phaseEnd.Add(-sweepPhase))
+				phase.Add(1)
+				time.Sleep(sweepPhase)
+				phase.Add(1)
+				phaseEnd = time.Now().Add(sweepPhase)
+			}
 			b0 := time.Now()
 			got, err := sw.Sweep(ctx, min(h.Batch, want-done))
 			slowest[k] = max(slowest[k], time.Since(b0))
@@ -177,8 +187,13 @@ func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, 
 			done += got
 		}
 		rates[i] = float64(want) / time.Since(start).Seconds()
-		close(stop)
-		wg.Wait()
+		if i == 4 {
+			sweeping += time.Since(phaseEnd.Add(-sweepPhase))
+			phase.Add(1)
+			time.Sleep(sweepPhase) // a last rest, as long as the others
+			close(stop)
+			wg.Wait()
+		}
 	}
 	t0 := time.Now()
 	left, err := sw.Sweep(ctx, h.Batch)
@@ -190,18 +205,65 @@ func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, 
 	for _, r := range rates {
 		rs = append(rs, fmt.Sprintf("%.0f", r))
 	}
-	t.Logf("sweep of %d: records/s by tenth [%s]; last/first %.2f; slowest batch of %d %v alone, %v during calls; final empty call %v",
-		n, strings.Join(rs, " "), rates[9]/rates[0], h.Batch, slowest[0].Round(time.Microsecond), slowest[1].Round(time.Microsecond), final.Round(time.Microsecond))
+	t.Logf("sweep of %d: records/s by tenth [%s] (the fifth %.0f while sweeping); last/first %.2f; slowest batch of %d %v alone, %v during calls; final empty call %v",
+		n, strings.Join(rs, " "), float64(slice)/sweeping.Seconds(), rates[9]/rates[0], h.Batch, slowest[0].Round(time.Microsecond), slowest[1].Round(time.Microsecond), final.Round(time.Microsecond))
 	if rates[9] < 0.8*rates[0] {
 		t.Errorf("the sweep's last tenth ran at %.2f of its first", rates[9]/rates[0])
 	}
+	if len(quiet) < 100 || len(during) < 100 {
+		t.Fatalf("too few first calls to compare: %d without a sweep, %d during one", len(quiet), len(during))
+	}
 	q50, q99 := pct(quiet, 0.5), pct(quiet, 0.99)
 	d50, d99 := pct(during, 0.5), pct(during, 0.99)
-	t.Logf("first calls (2 clients) without a sweep: p50 %v p99 %v (%d); during it: p50 %v p99 %v max %v (%d); p99 during/without %.2f",
-		q50, q99, len(quiet), d50, d99, during[len(during)-1], len(during), float64(d99)/float64(q99))
+	t.Logf("first calls (2 clients), %v phases: resting: p50 %v p99 %v (%d); sweeping or across a switch: p50 %v p99 %v max %v (%d); p50 during/without %.2f, p99 %.2f",
+		sweepPhase, q50, q99, len(quiet), d50, d99, during[len(during)-1], len(during), float64(d50)/float64(q50), float64(d99)/float64(q99))
 	if d99 > 2*q99 {
 		t.Errorf("first calls during a sweep: p99 %.2fx without one", float64(d99)/float64(q99))
 	}
+}
+
+// sweepPhase is how long the fifth tenth of a sweep sweeps, and then rests,
+// in turn.
+const sweepPhase = 100 * time.Millisecond
+
+// callThroughPhases sends distinct first calls to s from two clients until
+// stop is closed and returns their latencies, sorted, by what the sweep was
+// doing (phase: even while it sweeps, odd while it rests): a call begun and
+// ended in one rest is without a sweep; any other is during one (a call
+// across a switch is counted against the sweep).
+func callThroughPhases(t *testing.T, s idem.Store, phase *atomic.Int64, stop chan struct{}) (without, during []time.Duration) {
+	var runs atomic.Int64
+	bt := newBenchTool(s, &runs, nil)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p0, t0 := phase.Load(), time.Now()
+				if bt.call(t, "sc"+strconv.FormatInt(benchSeq.Add(1), 10)) {
+					t.Error("a first call was replayed")
+					return
+				}
+				dt, p1 := time.Since(t0), phase.Load()
+				mu.Lock()
+				if p0 == p1 && p0%2 == 1 {
+					without = append(without, dt)
+				} else {
+					during = append(during, dt)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(without)
+	slices.Sort(during)
+	return without, during
 }
 
 // callRatios returns the median first/bare and replay/first of rounds.
@@ -219,51 +281,11 @@ func medians(rounds []callTimes) [3]time.Duration {
 	return [3]time.Duration{pct(ds[0], 0.5), pct(ds[1], 0.5), pct(ds[2], 0.5)}
 }
 
-// firstCallLatencies sends distinct first calls to s from two clients for
-// d, or until stop is closed, and returns their latencies, sorted.
-func firstCallLatencies(t *testing.T, s idem.Store, d time.Duration, stop chan struct{}) []time.Duration {
-	var runs atomic.Int64
-	bt := newBenchTool(s, &runs, nil)
-	end := time.Now().Add(d)
-	var mu sync.Mutex
-	var lat []time.Duration
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for {
-				if stop == nil && time.Now().After(end) {
-					return
-				}
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Now()
-				if bt.call(t, "sc"+strconv.FormatInt(benchSeq.Add(1), 10)) {
-					t.Error("a first call was replayed")
-					return
-				}
-				dt := time.Since(t0)
-				mu.Lock()
-				lat = append(lat, dt)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(lat) == 0 {
-		t.Fatal("no call finished")
-	}
-	slices.Sort(lat)
-	return lat
-}
-
 // pct returns the p-quantile of ds (sorting a copy).
 func pct(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	return s[int(p*float64(len(s)-1))].Round(time.Microsecond)
+	return s[int(p*float64(len(s)-1))]
 }
 
 // ScaleRecord returns the i-th op record of a Load from first on, as the
