@@ -408,4 +408,13 @@ var mutations = []mutation{
 		Pkg:    "./store/sqlite",
 		Run:    "^TestSweepKeepsTheWALSmall$",
 	},
+	{
+		Name:   "memory/sweep-latest-write",
+		Guards: "the memory store's sweep goes by a document's latest write, not an expiry it had before",
+		File:   "store/memory/memory.go",
+		From:   "if d, ok := s.docs[e.k]; ok && d.version == e.v {",
+		To:     "if d, ok := s.docs[e.k]; ok {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$",
+	},
 }
