@@ -409,6 +409,16 @@ var mutations = []mutation{
 		Run:    "^TestSweepKeepsTheWALSmall$",
 	},
 	{
+		Name:   "postgres/sweep-rests",
+		Guards: "a PostgreSQL sweep rests between batches while calls of its store are in progress",
+		File:   "store/postgres/postgres.go",
+		From:   "	if d <= 0 || s.calls.Load() == 0 {",
+		To:     "	if true {",
+		Pkg:    "./store/postgres",
+		Run:    "^TestSweepRestsWhileCallsRun$",
+		Needs:  postgres,
+	},
+	{
 		Name:   "memory/sweep-latest-write",
 		Guards: "the memory store's sweep goes by a document's latest write, not an expiry it had before",
 		File:   "store/memory/memory.go",

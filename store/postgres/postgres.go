@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,10 +78,16 @@ type Store struct {
 	// PgBouncer, say) get the SQL itself, as before.
 	named bool
 
+	// calls counts the Runs in progress: a sweep rests between batches
+	// while there are any.
+	calls atomic.Int64
+
 	// sweepFrom is the largest expiry the last sweep batch deleted, where
-	// the next batch starts.
+	// the next batch starts; sweepRest, until when the next batch waits
+	// if calls are in progress.
 	sweepMu   sync.Mutex
 	sweepFrom pgtype.Timestamptz
+	sweepRest time.Time
 }
 
 var (
@@ -184,6 +191,8 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 	if fn == nil {
 		return errors.New("postgres: Run needs a function")
 	}
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
 	var err error
 	uniques := 0 // unique violations met so far
 	for attempt := 0; attempt < s.attempts; attempt++ {
@@ -262,10 +271,10 @@ func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx conte
 }
 
 // sweepBatch is the most rows one sweep statement deletes.
-const sweepBatch = 500
+const sweepBatch = 100
 
 // Sweep deletes up to limit documents whose expiry is not after the store's
-// clock, in batches of at most 500 rows, each its own short statement that
+// clock, in batches of at most 100 rows, each its own short statement that
 // skips rows other transactions hold locked. It returns how many it deleted;
 // fewer than limit means no unlocked expired document was left. limit must
 // be positive.
@@ -276,6 +285,11 @@ const sweepBatch = 500
 // Sweep looks once more from the earliest expiry, for documents that were
 // locked then or expire at an earlier time than that position. Its statement
 // is planned for each batch's values (never a generic plan).
+//
+// While Runs of this Store are in progress, each batch waits until the
+// sweep has rested as long as its previous batch took, so that calls do not
+// queue behind batch after batch for the server; a sweep alone goes at full
+// speed. Calls of other processes are not seen.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("postgres: Sweep limit must be positive")
@@ -287,7 +301,11 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	fromStart := from == sweepStart
 	total := 0
 	for total < limit {
+		if err := s.sweepWait(ctx); err != nil {
+			return total, err
+		}
 		n := min(sweepBatch, limit-total)
+		b0 := time.Now()
 		var deleted int64
 		var last pgtype.Timestamptz
 		args := []any{now, from, n}
@@ -301,12 +319,14 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 			return total, fmt.Errorf("postgres: sweep: %w", err)
 		}
 		total += int(deleted)
+		now2 := time.Now()
+		s.sweepMu.Lock()
 		if deleted > 0 {
 			from = last
-			s.sweepMu.Lock()
 			s.sweepFrom = last
-			s.sweepMu.Unlock()
 		}
+		s.sweepRest = now2.Add(now2.Sub(b0))
+		s.sweepMu.Unlock()
 		if int(deleted) < n {
 			if fromStart {
 				break
@@ -315,6 +335,29 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// sweepWait waits, while Runs of this store are in progress, until the
+// sweep has rested as long as its last batch took: a sweep takes at most
+// about half of the time while calls come, so that they do not queue behind
+// batch after batch for the server's CPU and disk; alone it goes at full
+// speed.
+func (s *Store) sweepWait(ctx context.Context) error {
+	s.sweepMu.Lock()
+	until := s.sweepRest
+	s.sweepMu.Unlock()
+	d := time.Until(until)
+	if d <= 0 || s.calls.Load() == 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // sweepStart is the expiry a sweep starts from when it knows no later one.

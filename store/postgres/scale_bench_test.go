@@ -39,6 +39,6 @@ FROM generate_series(0, $2::int - 1) i`, first, n); err != nil {
 			}}
 		},
 		Sizes: []int{1_000_000, 5_000_000},
-		Batch: 500,
+		Batch: 100,
 	})
 }

@@ -30,7 +30,7 @@ func testSweepManyBatches(t *testing.T, h Harness) {
 		t.Skip("store does not implement backend.Sweeper")
 	}
 	// More expiring documents than any store deletes in one batch
-	// (PostgreSQL's 500).
+	// (PostgreSQL's 100, SQLite's 16).
 	const expiring, never, later = 600, 100, 100
 	now := c.clock.Now()
 	var docs []sweepDoc
