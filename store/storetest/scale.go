@@ -61,9 +61,10 @@ type ScaleHarness struct {
 //     with Sweep calls of h.Batch, and reports each slice's rate (the last
 //     must be at least 80% of the first), the slowest batch and the final
 //     call that finds nothing left;
-//   - during the fifth slice sends first calls from two clients, and
-//     compares their p99 with the same clients' without a sweep, just
-//     before it (must be at most 2x).
+//   - during the fifth slice, which sweeps for 100 ms and rests for 100 ms
+//     in turn, sends first calls from two clients, and compares the p99 of
+//     the calls made while it swept (or across a switch) with that of the
+//     calls made while it rested (must be at most 2x).
 //
 // Scale fails when a goal is missed; its log holds the figures.
 func Scale(t *testing.T, h ScaleHarness) {
