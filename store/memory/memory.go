@@ -400,13 +400,13 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 
 // sweepHold is how many index entries Sweep looks at while it holds the
 // store's lock; it lets transactions in between.
-const sweepHold = 32
+const sweepHold = 8
 
 // Sweep deletes up to limit expired documents and returns how many it
 // deleted; fewer than limit means no expired document was left. limit must
 // be positive. It takes them earliest expiry first from an index of
 // expiries, so that its cost does not grow with the live documents or the
-// ones it deleted before, and holds the store's lock for at most 32 of them
+// ones it deleted before, and holds the store's lock for at most 8 of them
 // at a time.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
