@@ -48,9 +48,13 @@ type Store struct {
 	attempts int
 	seq      atomic.Int64 // last version handed out; versions are never reused
 
-	mu   sync.Mutex // guards docs and exp
+	mu   sync.Mutex // guards docs
 	docs map[backend.Key]doc
-	exp  expiries // every document with an expiry, earliest first
+
+	// sweepMu guards swept: the keys the last scan of a sweep found
+	// expired and no sweep has deleted yet.
+	sweepMu sync.Mutex
+	swept   []backend.Key
 }
 
 type doc struct {
@@ -371,9 +375,6 @@ func (t *tx) commit() error {
 			continue
 		}
 		s.docs[w.k] = doc{data: w.data, version: w.version, expires: w.expires}
-		if !w.expires.IsZero() {
-			s.exp.push(expiry{at: w.expires.UnixNano(), k: w.k, v: w.version})
-		}
 	}
 	return nil
 }
@@ -398,103 +399,78 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	return d.version, nil
 }
 
-// sweepHold is how many index entries Sweep looks at while it holds the
-// store's lock; it lets transactions in between.
-const sweepHold = 8
+// sweepHold is how many documents Sweep deletes, and sweepScan how many it
+// looks at when it scans, while it holds the store's lock; it lets
+// transactions in between.
+const (
+	sweepHold = 8
+	sweepScan = 1024
+)
 
 // Sweep deletes up to limit expired documents and returns how many it
 // deleted; fewer than limit means no expired document was left. limit must
-// be positive. It takes them earliest expiry first from an index of
-// expiries, so that its cost does not grow with the live documents or the
-// ones it deleted before, and holds the store's lock for at most 8 of them
-// at a time.
+// be positive.
+//
+// A sweep scans every document once and keeps the keys of the expired ones,
+// which this call and the next ones delete (each checked again: a document
+// written since with a later expiry stays); it scans again only when those
+// are done. So a backlog costs one scan and one deletion a document,
+// whatever the store holds, and a write pays nothing for it. It holds the
+// store's lock for at most 1,024 documents scanned or 8 deleted at a time.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("memory: Sweep limit must be positive")
 	}
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
 	now := s.now()
-	n := 0
+	n, scanned := 0, false
 	for n < limit {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		s.mu.Lock()
-		more := true
-		for i := 0; i < sweepHold && n < limit; i++ {
-			if len(s.exp) == 0 {
-				more = false
-				break
+		if len(s.swept) == 0 {
+			if scanned {
+				break // this call's own scan found no more
 			}
-			e := s.exp[0]
-			if d, ok := s.docs[e.k]; ok && d.version == e.v {
-				if backend.Live(d.expires, now) {
-					more = false // the earliest expiry left is to come
-					break
-				}
-				delete(s.docs, e.k)
+			s.scanExpired(now)
+			scanned = true
+			continue
+		}
+		s.mu.Lock()
+		for i := 0; i < sweepHold && n < limit && len(s.swept) > 0; i++ {
+			k := s.swept[len(s.swept)-1]
+			s.swept[len(s.swept)-1] = backend.Key{}
+			s.swept = s.swept[:len(s.swept)-1]
+			if d, ok := s.docs[k]; ok && !backend.Live(d.expires, now) {
+				delete(s.docs, k)
 				n++
 			}
-			// Else a later write or a delete replaced the document this
-			// entry was made for: nothing to do at its time.
-			s.exp.pop()
 		}
 		s.mu.Unlock()
-		if !more {
-			break
-		}
 		runtime.Gosched() // let the transactions waiting for the lock have it
 	}
 	return n, nil
 }
 
-// An expiry is an index entry of a document written with an expiry: when it
-// expires (Unix nanoseconds), its key, and the version that write made. A
-// later write or delete at the key leaves the entry behind; Sweep drops it
-// when its time comes, so an entry lasts no longer than its expiry.
-type expiry struct {
-	at int64
-	k  backend.Key
-	v  backend.Version
-}
-
-// expiries is a min-heap of expiry by at. Most writes expire later than
-// every entry already there (now plus one time to live), so a push seldom
-// moves past the last level.
-type expiries []expiry
-
-func (h *expiries) push(e expiry) {
-	*h = append(*h, e)
-	x := *h
-	for i := len(x) - 1; i > 0; {
-		p := (i - 1) / 2
-		if x[p].at <= x[i].at {
-			break
+// scanExpired sets s.swept to the keys of the documents expired by now,
+// looking at sweepScan documents per hold of the lock.
+func (s *Store) scanExpired(now time.Time) {
+	s.swept = s.swept[:0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	visited := 0
+	for k, d := range s.docs {
+		if !backend.Live(d.expires, now) {
+			s.swept = append(s.swept, k)
 		}
-		x[p], x[i] = x[i], x[p]
-		i = p
+		if visited++; visited%sweepScan == 0 {
+			// Adding and deleting entries while ranging over a map is
+			// allowed, and the range goes on under the lock; an entry
+			// added meanwhile may or may not be seen, as in any scan.
+			s.mu.Unlock()
+			runtime.Gosched()
+			s.mu.Lock()
+		}
 	}
-}
-
-// pop removes the earliest entry.
-func (h *expiries) pop() {
-	x := *h
-	last := len(x) - 1
-	x[0] = x[last]
-	x[last] = expiry{} // let go of its key's strings
-	x = x[:last]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= len(x) {
-			break
-		}
-		if c+1 < len(x) && x[c+1].at < x[c].at {
-			c++
-		}
-		if x[i].at <= x[c].at {
-			break
-		}
-		x[i], x[c] = x[c], x[i]
-		i = c
-	}
-	*h = x
 }

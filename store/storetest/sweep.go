@@ -73,8 +73,10 @@ func testSweepManyBatches(t *testing.T, h Harness) {
 // testSweepRewritten: a sweep goes by each document's latest write, not by
 // an expiry it had before: a document rewritten with a later expiry, with
 // none, or deleted and written again, outlives its first expiry; one
-// rewritten with an earlier expiry is swept at that one; and an expiry a
-// document no longer has does not hide the expired ones after it.
+// rewritten with an earlier expiry is swept at that one; an expiry a
+// document no longer has does not hide the expired ones after it; and a
+// document written again with a later expiry in the middle of a backlog's
+// sweep stays.
 func testSweepRewritten(t *testing.T, h Harness) {
 	c := newContract(t, h)
 	sw, ok := c.s.(backend.Sweeper)
@@ -99,6 +101,22 @@ func testSweepRewritten(t *testing.T, h Harness) {
 	c.sweepWant(sw, 10, 2)
 	c.sweepWant(sw, 10, 0)
 	c.wantLiveSweepDocs(then)
+
+	// Written again with a later expiry between two sweeps of one backlog
+	// (a store may have found them expired in the first).
+	now = c.clock.Now()
+	var backlog, again []sweepDoc
+	for i := range 20 {
+		k := ckey(fmt.Sprintf("b%02d", i))
+		backlog = append(backlog, sweepDoc{k, now.Add(time.Second)})
+		again = append(again, sweepDoc{k, now.Add(time.Hour)})
+	}
+	c.putSweepDocs(backlog)
+	c.clock.Advance(2 * time.Second)
+	c.sweepWant(sw, 5, 5)
+	c.putSweepDocs(again)
+	c.sweepWant(sw, 100, 0)
+	c.wantLiveSweepDocs(again)
 }
 
 // putSweepDocs writes docs, a hundred to a transaction, each numbered by
