@@ -59,6 +59,24 @@ type Entry struct {
 	Note string `json:"note"`
 }
 
+// Limit is a log's cap on entries, which the tool reads in every call and
+// never writes. The crash test sets none: every transaction holds a read of
+// a document it does not write (a ConditionCheck on DynamoDB, a read
+// checked again at the commit on Firestore), and a killed server's reads
+// of it must neither change it nor hold up the calls after.
+type Limit struct {
+	Max int64 `json:"max"`
+}
+
+// LimitKey is the key of log's Limit.
+func LimitKey(log string) idem.Key {
+	return idem.Key{Collection: "crash_limits", ID: log}
+}
+
+// CodeLogFull is the code of a call refused because its log holds its
+// Limit's entries.
+const CodeLogFull idem.Code = "log_full"
+
 // CounterKey is the key of log's counter.
 func CounterKey(log string) idem.Key {
 	return idem.Key{Collection: "crash_counters", ID: log}
@@ -149,7 +167,7 @@ type Options struct {
 
 // Register adds the append tool to srv on store s: a write that is unsafe
 // to repeat without its op id, since it appends an entry under the log's
-// next number.
+// next number. It reads the log's Limit too, and refuses a log at it.
 func Register(srv *mcp.Server, s idem.Store, o Options) {
 	var calls atomic.Int64
 	h := func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in Args) (*mcp.CallToolResult, Appended, error) {
@@ -166,6 +184,13 @@ func Register(srv *mcp.Server, s idem.Store, o Options) {
 		var c Counter
 		v, err := tx.Get(ctx, CounterKey(in.Log), &c)
 		if err != nil && !errors.Is(err, idem.ErrNotFound) {
+			return nil, Appended{}, err
+		}
+		var lim Limit
+		switch _, err := tx.Get(ctx, LimitKey(in.Log), &lim); {
+		case err == nil && c.N >= lim.Max:
+			return nil, Appended{}, &idem.Error{Code: CodeLogFull, Message: "the log holds as many entries as its limit allows"}
+		case err != nil && !errors.Is(err, idem.ErrNotFound):
 			return nil, Appended{}, err
 		}
 		c.N++

@@ -81,6 +81,19 @@ func TestAppendTool(t *testing.T) {
 	if _, err := read(ctx, store, crashtest.CounterKey("a"), &c); err != nil || c.N != 2 {
 		t.Errorf("log a holds %d entries (%v), want 2", c.N, err)
 	}
+
+	// A log at its limit is refused, and nothing is written.
+	if err := store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		return tx.Create(ctx, crashtest.LimitKey("a"), crashtest.Limit{Max: 2})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res := call("a", "op5"); codeOf(res) != string(crashtest.CodeLogFull) {
+		t.Errorf("a log at its limit: code %q, want %s", codeOf(res), crashtest.CodeLogFull)
+	}
+	if _, err := read(ctx, store, crashtest.CounterKey("a"), &c); err != nil || c.N != 2 {
+		t.Errorf("after a refusal log a holds %d entries (%v), want 2", c.N, err)
+	}
 }
 
 // Every Firestore run gets a project of its own, keeping the emulator

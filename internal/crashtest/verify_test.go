@@ -76,6 +76,13 @@ func verify(ctx context.Context, spec string, ops []*op, withRecords bool) (*fin
 		if _, err := read(ctx, s, crashtest.CounterKey(o.log), &c); err != nil {
 			return nil, err
 		}
+		// Every call read the log's limit; none wrote one.
+		if ok, err := read(ctx, s, crashtest.LimitKey(o.log), nil); err != nil {
+			return nil, err
+		} else if ok {
+			f.wrong++
+			f.problem("log %s has a limit, which no call writes", o.log)
+		}
 		f.entries += c.N
 		for seq := int64(1); seq <= c.N; seq++ {
 			var e crashtest.Entry
