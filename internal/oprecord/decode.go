@@ -49,33 +49,17 @@ func (r *Record) decode(data []byte) bool {
 				return false
 			}
 			d.space()
-			switch string(name) {
-			case "scope":
-				ok = d.stringInto(&r.Scope)
-			case "tool":
-				ok = d.stringInto(&r.Tool)
-			case "op_id":
-				ok = d.stringInto(&r.OpID)
-			case "fingerprint":
-				ok = d.stringInto(&r.Fingerprint)
-			case "args_hash":
-				ok = d.stringInto(&r.ArgsHash)
-			case "result":
-				ok = d.rawInto(&r.Result)
-			case "output_text":
-				ok = d.stringInto(&r.OutputText)
-			case "output":
-				ok = d.rawInto(&r.Output)
-			case "committed_at":
-				ok = d.timeInto(&r.CommittedAt)
-			case "expires_at":
-				ok = d.timeInto(&r.ExpiresAt)
-			case "attempt":
-				ok = d.stringInto(&r.Attempt)
-			default:
+			switch m := member(name); {
+			case m == nil:
 				// encoding/json matches member names without regard to
 				// case: such a name is its to decode.
 				ok = !foldsToMember(name) && d.skip(0)
+			case m.str != nil:
+				ok = d.stringInto(m.str(r))
+			case m.raw != nil:
+				ok = d.rawInto(m.raw(r))
+			default:
+				ok = d.timeInto(m.time(r))
 			}
 			if !ok {
 				return false
@@ -94,13 +78,45 @@ func (r *Record) decode(data []byte) bool {
 	return d.i == len(d.b)
 }
 
-// members are the JSON names of Record's fields.
-var members = [...]string{"scope", "tool", "op_id", "fingerprint", "args_hash", "result", "output_text", "output", "committed_at", "expires_at", "attempt"}
+// A recordMember is one of Record's JSON members and the field it decodes
+// into: one of str, raw and time.
+type recordMember struct {
+	name string
+	str  func(r *Record) *string
+	raw  func(r *Record) *json.RawMessage
+	time func(r *Record) *time.Time
+}
+
+// members are Record's JSON members.
+var members = [...]recordMember{
+	{name: "scope", str: func(r *Record) *string { return &r.Scope }},
+	{name: "tool", str: func(r *Record) *string { return &r.Tool }},
+	{name: "op_id", str: func(r *Record) *string { return &r.OpID }},
+	{name: "fingerprint", str: func(r *Record) *string { return &r.Fingerprint }},
+	{name: "args_hash", str: func(r *Record) *string { return &r.ArgsHash }},
+	{name: "result", raw: func(r *Record) *json.RawMessage { return &r.Result }},
+	{name: "output_text", str: func(r *Record) *string { return &r.OutputText }},
+	{name: "output", raw: func(r *Record) *json.RawMessage { return &r.Output }},
+	{name: "committed_at", time: func(r *Record) *time.Time { return &r.CommittedAt }},
+	{name: "expires_at", time: func(r *Record) *time.Time { return &r.ExpiresAt }},
+	{name: "attempt", str: func(r *Record) *string { return &r.Attempt }},
+}
+
+// member returns the member named exactly name, or nil.
+func member(name []byte) *recordMember {
+	for i := range members {
+		if string(name) == members[i].name {
+			return &members[i]
+		}
+	}
+	return nil
+}
 
 // foldsToMember reports whether the ASCII name equals a member's name but
 // for the case of its letters.
 func foldsToMember(name []byte) bool {
-	for _, m := range members {
+	for _, f := range members {
+		m := f.name
 		if len(m) != len(name) {
 			continue
 		}
