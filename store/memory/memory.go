@@ -188,9 +188,6 @@ type tx struct {
 	writeBuf [2]write
 }
 
-// written returns the pending write at k, or nil.
-func (t *tx) written(k backend.Key) *write { return t.writes.find(k) }
-
 // setWrite records w as the pending write at its key, in place of an
 // earlier one.
 func (t *tx) setWrite(w write) {
@@ -213,7 +210,7 @@ var errClosed = errors.New("memory: transaction used after Run returned")
 // view returns the state this tx sees at k: its own write if any, else the
 // committed document, recording the read.
 func (t *tx) view(k backend.Key) (data []byte, v backend.Version, live bool) {
-	if w := t.written(k); w != nil {
+	if w := t.writes.find(k); w != nil {
 		if w.data == nil {
 			return nil, 0, false
 		}
@@ -448,6 +445,9 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 			}
 		}
 		s.mu.Unlock()
+		if len(s.swept) == 0 {
+			s.swept = nil // a backlog's keys: not kept for the next one
+		}
 		runtime.Gosched() // let the transactions waiting for the lock have it
 	}
 	return n, nil
@@ -456,7 +456,6 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 // scanExpired sets s.swept to the keys of the documents expired by now,
 // looking at sweepScan documents per hold of the lock.
 func (s *Store) scanExpired(now time.Time) {
-	s.swept = s.swept[:0]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	visited := 0

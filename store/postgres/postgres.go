@@ -319,13 +319,13 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 			return total, fmt.Errorf("postgres: sweep: %w", err)
 		}
 		total += int(deleted)
-		now2 := time.Now()
+		took := time.Since(b0)
 		s.sweepMu.Lock()
 		if deleted > 0 {
 			from = last
 			s.sweepFrom = last
 		}
-		s.sweepRest = now2.Add(now2.Sub(b0))
+		s.sweepRest = time.Now().Add(took)
 		s.sweepMu.Unlock()
 		if int(deleted) < n {
 			if fromStart {

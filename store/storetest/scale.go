@@ -178,17 +178,17 @@ func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, 
 			wg.Go(func() { quiet, during = callThroughPhases(t, s, &phase, stop) })
 		}
 		start := time.Now()
-		phaseEnd := start.Add(sweepPhase)
+		phaseStart := start
 		for done := 0; done < want; {
-			if i == 4 && time.Now().After(phaseEnd) {
+			if i == 4 && time.Since(phaseStart) > sweepPhase {
 				// The fifth tenth sweeps and rests in turn, so that the
 				// calls' latencies with and without a sweep come from
 				// the same seconds of a machine shared with other work.
-				sweeping += time.Since(phaseEnd.Add(-sweepPhase))
+				sweeping += time.Since(phaseStart)
 				phase.Add(1)
 				time.Sleep(sweepPhase)
 				phase.Add(1)
-				phaseEnd = time.Now().Add(sweepPhase)
+				phaseStart = time.Now()
 			}
 			b0 := time.Now()
 			got, err := sw.Sweep(ctx, min(h.Batch, want-done))
@@ -200,7 +200,7 @@ func scaleSweep(t *testing.T, h ScaleHarness, s idem.Store, sw backend.Sweeper, 
 		}
 		rates[i] = float64(want) / time.Since(start).Seconds()
 		if i == 4 {
-			sweeping += time.Since(phaseEnd.Add(-sweepPhase))
+			sweeping += time.Since(phaseStart)
 			phase.Add(1)
 			time.Sleep(sweepPhase) // a last rest, as long as the others
 			close(stop)
