@@ -362,3 +362,81 @@ func TestSchemaDefaultsApplied(t *testing.T) {
 		t.Errorf("handler got %v, want the default size 7", got)
 	}
 }
+
+// An op id sent only in _meta["io.idemkit/op_id"] is an op id wherever the
+// op_id argument is one: on a tool that requires it (not refused as a
+// missing argument), on its replay, and in get_operation, whose schema
+// requires only the tool's name.
+func TestOpIDInMetaOnEveryTool(t *testing.T) {
+	runs := 0
+	s := memory.New(nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, map[string]int, error) {
+		runs++
+		return nil, map[string]int{"run": runs}, nil
+	}, idem.RequireOpID())
+	idem.RegisterStatusTool(srv, s)
+	cs := connectInMemory(t, srv)
+	ctx := context.Background()
+	call := func(name string, args map[string]any, meta mcp.Meta) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	meta := mcp.Meta{idem.MetaOpID: "app-7"}
+	for i, want := range []bool{false, true} {
+		res := call("add", map[string]any{"text": "x"}, meta)
+		if res.IsError || res.Meta[idem.MetaReplayed] == true != want || textOf(res) != `{"run":1}` {
+			t.Errorf("call %d with the op id in _meta: %s, want run 1, replayed %v", i+1, mustJSON(res), want)
+		}
+	}
+	// The argument and _meta name one op: a replay either way.
+	if res := call("add", map[string]any{"text": "x", "op_id": "app-7"}, nil); res.Meta[idem.MetaReplayed] != true {
+		t.Errorf("the same op id as an argument: %s, want a replay", mustJSON(res))
+	}
+	if runs != 1 {
+		t.Errorf("handler ran %d times, want 1", runs)
+	}
+
+	for _, c := range []struct {
+		name   string
+		args   map[string]any
+		meta   mcp.Meta
+		status string
+		code   idem.Code
+	}{
+		{"meta", map[string]any{"tool": "add"}, mcp.Meta{idem.MetaOpID: "app-7"}, "committed", ""},
+		{"argument", map[string]any{"tool": "add", "op_id": "app-7"}, nil, "committed", ""},
+		{"both_same", map[string]any{"tool": "add", "op_id": "app-7"}, mcp.Meta{idem.MetaOpID: "app-7"}, "committed", ""},
+		{"meta_unknown", map[string]any{"tool": "add"}, mcp.Meta{idem.MetaOpID: "app-8"}, "not_committed", ""},
+		{"none", map[string]any{"tool": "add"}, nil, "", idem.CodeInvalidOpID},
+		{"meta_empty", map[string]any{"tool": "add"}, mcp.Meta{idem.MetaOpID: ""}, "", idem.CodeInvalidOpID},
+		{"meta_number", map[string]any{"tool": "add"}, mcp.Meta{idem.MetaOpID: 7}, "", idem.CodeInvalidOpID},
+		{"both_differ", map[string]any{"tool": "add", "op_id": "app-7"}, mcp.Meta{idem.MetaOpID: "app-9"}, "", idem.CodeInvalidOpID},
+	} {
+		res := call("get_operation", c.args, c.meta)
+		if c.code != "" {
+			if !res.IsError || res.Meta[idem.MetaError] != string(c.code) {
+				t.Errorf("get_operation %s: %s, want %s", c.name, mustJSON(res), c.code)
+			}
+			continue
+		}
+		var st struct{ Status string }
+		if res.IsError || json.Unmarshal([]byte(textOf(res)), &st) != nil || st.Status != c.status {
+			t.Errorf("get_operation %s: %s, want %s", c.name, mustJSON(res), c.status)
+		}
+	}
+	// A lookup without an op id is told what a lookup needs, not to mint one.
+	if res := call("get_operation", map[string]any{"tool": "add"}, nil); strings.Contains(textOf(res), "mint") || !strings.Contains(textOf(res), "sent with") {
+		t.Errorf("get_operation without an op id says: %s", textOf(res))
+	}
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal([]byte(mustJSON(listTools(t, srv)["get_operation"].InputSchema)), &schema); err != nil || !slices.Equal(schema.Required, []string{"tool"}) {
+		t.Errorf("get_operation requires %v, want [tool] (the op id may come in _meta)", schema.Required)
+	}
+}

@@ -16,7 +16,9 @@ const statusToolName = "get_operation"
 // operationQuery is the input of the get_operation tool.
 type operationQuery struct {
 	Tool string `json:"tool" jsonschema:"the name of the tool the operation was sent to"`
-	OpID string `json:"op_id" jsonschema:"the op id the operation was sent with"`
+	// OpID may come in _meta["io.idemkit/op_id"] instead, as on the tool
+	// the operation was sent to.
+	OpID string `json:"op_id,omitempty" jsonschema:"the op id the operation was sent with (or send it in _meta io.idemkit/op_id)"`
 }
 
 // operationStatus is the output of the get_operation tool.
@@ -49,15 +51,16 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 	}
 	lookup := func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, q operationQuery) (*mcp.CallToolResult, operationStatus, error) {
 		var zero operationStatus
-		if err := validateOpID(q.OpID); err != nil {
-			return nil, zero, err
+		opID, refused := lookupOpID(q.OpID, req.Params.Meta)
+		if refused != nil {
+			return nil, zero, refused
 		}
 		scope, refused := c.opScope(ctx, req)
 		if refused != nil {
 			return nil, zero, refused
 		}
 		var rec oprecord.Record
-		_, err := tx.Get(ctx, oprecord.Key(scope, q.Tool, q.OpID), &rec)
+		_, err := tx.Get(ctx, oprecord.Key(scope, q.Tool, opID), &rec)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			return nil, operationStatus{Status: "not_committed"}, nil
@@ -80,4 +83,24 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 		panic("idem.RegisterStatusTool: " + err.Error())
 	}
 	srv.AddTool(tt.desc, tt.handle)
+}
+
+// lookupOpID returns the op id a get_operation call asks about: the op_id
+// argument or _meta["io.idemkit/op_id"], as a tool call carries it.
+func lookupOpID(arg string, meta mcp.Meta) (string, *Error) {
+	if v, ok := meta[MetaOpID]; ok {
+		fromMeta, isStr := v.(string)
+		switch {
+		case !isStr:
+			return "", newError(CodeInvalidOpID, "the _meta op id must be a string")
+		case arg != "" && arg != fromMeta:
+			return "", newError(CodeInvalidOpID, "op_id argument and _meta op id differ; send one")
+		}
+		arg = fromMeta
+	}
+	if arg == "" {
+		return "", newError(CodeInvalidOpID, "get_operation looks up an operation by the op id it was sent with (the op_id argument or _meta io.idemkit/op_id); "+
+			"a call sent without an op id has no record here: check its effect with the server's own read tools")
+	}
+	return arg, validateOpID(arg)
 }

@@ -117,7 +117,12 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 		p.Description = "op_id " + note
 		schema.Properties[opIDArgument] = p
 	}
-	in, err := newInputCheck(schema)
+	// Calls are checked against the schema less a required op_id: an op id
+	// may come in _meta instead, and its presence is checked apart
+	// (invalid_op_id), before the arguments.
+	checked := *schema
+	checked.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool { return r == opIDArgument })
+	in, err := newInputCheck(&checked)
 	if err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}

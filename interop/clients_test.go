@@ -29,13 +29,14 @@ type session struct {
 	Steps []step `json:"steps"`
 }
 
-// A step lists the tools ("list") or calls one ("call"), Parallel copies at
-// once when Parallel > 0.
+// A step lists the tools ("list") or calls one ("call") with Arguments and
+// the request's _meta, Parallel copies at once when Parallel > 0.
 type step struct {
 	ID        string         `json:"id"`
 	Op        string         `json:"op"`
 	Name      string         `json:"name,omitempty"`
 	Arguments map[string]any `json:"arguments,omitempty"`
+	Meta      map[string]any `json:"meta,omitempty"` // the request's _meta
 	Parallel  int            `json:"parallel,omitempty"`
 }
 
@@ -43,6 +44,11 @@ func list(id string) step { return step{ID: id, Op: "list"} }
 
 func call(id, name string, args map[string]any) step {
 	return step{ID: id, Op: "call", Name: name, Arguments: args}
+}
+
+// callMeta is call with an op id in _meta["io.idemkit/op_id"].
+func callMeta(id, name string, args map[string]any, opID string) step {
+	return step{ID: id, Op: "call", Name: name, Arguments: args, Meta: map[string]any{"io.idemkit/op_id": opID}}
 }
 
 // An outcome is what a client got for a step, as raw as the client gives it.
@@ -208,6 +214,9 @@ func runMCPGoStep(ctx context.Context, cl *mcpgoclient.Client, st step) outcome 
 			req := mcpgo.CallToolRequest{}
 			req.Params.Name = st.Name
 			req.Params.Arguments = st.Arguments
+			if st.Meta != nil {
+				req.Params.Meta = &mcpgo.Meta{AdditionalFields: st.Meta}
+			}
 			res, err := cl.CallTool(ctx, req)
 			if err != nil {
 				return outcome{Error: &clientError{Message: err.Error()}}

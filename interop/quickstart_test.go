@@ -51,6 +51,13 @@ func quickstartPlan() plan {
 			call("handler_error", "add_expense", expense(0, "op-zero")),
 			call("status_committed", "get_operation", map[string]any{"tool": "add_expense", "op_id": "op-first"}),
 			call("status_unknown", "get_operation", map[string]any{"tool": "add_expense", "op_id": "op-never-sent"}),
+			// The op id in _meta, on the tool that requires one and on
+			// get_operation; then as the argument, naming the same op.
+			callMeta("meta_first", "add_expense", map[string]any{"amount_cents": 200, "note": "meta"}, "op-meta"),
+			callMeta("meta_replay", "add_expense", map[string]any{"amount_cents": 200, "note": "meta"}, "op-meta"),
+			call("meta_replay_as_argument", "add_expense", map[string]any{"amount_cents": 200, "note": "meta", "op_id": "op-meta"}),
+			callMeta("status_meta", "get_operation", map[string]any{"tool": "add_expense"}, "op-meta"),
+			call("status_no_op_id", "get_operation", map[string]any{"tool": "add_expense"}),
 			call("before_concurrent", "add_expense", expense(amountBefore, "op-before")),
 			conc,
 			call("after_concurrent", "add_expense", expense(amountAfter, "op-after")),
@@ -143,6 +150,19 @@ var quickstartChecks = []check{
 				t.Errorf("%s: got %s (isError %v), want status %q", id, r.raw, r.IsError, want)
 			}
 		}
+	}},
+	{"op_id_in_meta", func(t *testing.T, out map[string]outcome) {
+		r := result(t, out, "meta_first")
+		if r.IsError || r.replayed() {
+			t.Fatalf("first call with the op id in _meta: %s", r.raw)
+		}
+		sameAnswerReplayed(t, out, "meta_first", "meta_replay")
+		sameAnswerReplayed(t, out, "meta_first", "meta_replay_as_argument")
+		st := result(t, out, "status_meta")
+		if s, _ := st.StructuredContent.(map[string]any); st.IsError || s["status"] != "committed" {
+			t.Errorf("get_operation with the op id in _meta: %s, want committed", st.raw)
+		}
+		refused(t, out, "status_no_op_id", "invalid_op_id")
 	}},
 	{"concurrent_same_op_id", func(t *testing.T, out map[string]outcome) {
 		before := totalOf(t, result(t, out, "before_concurrent"))

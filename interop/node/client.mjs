@@ -14,9 +14,9 @@
 // session is a new connection (over stdio, a new server process), opened
 // after the previous one closed. A STEP is
 //   {"id": "...", "op": "list"}
-//   {"id": "...", "op": "call", "name": "...", "arguments": {...}, "parallel": N}
-// Steps of a session run in order; a call with "parallel": N sends N copies
-// at once.
+//   {"id": "...", "op": "call", "name": "...", "arguments": {...}, "meta": {...}, "parallel": N}
+// Steps of a session run in order; "meta" is the request's _meta; a call
+// with "parallel": N sends N copies at once.
 //
 // Stdout is one JSON object: {"sdk", "transport", "steps": {ID: OUTCOME}},
 // where OUTCOME is {"tools": [...]} for a list, {"result": {...}} for a call,
@@ -100,6 +100,7 @@ async function runStep(api, client, step) {
       }
     case 'call': {
       const params = { name: step.name, arguments: step.arguments ?? {} };
+      if (step.meta) params._meta = step.meta;
       const once = async () => {
         try {
           return { result: await api.call(client, params) };
