@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -438,5 +439,48 @@ func TestOpIDInMetaOnEveryTool(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(mustJSON(listTools(t, srv)["get_operation"].InputSchema)), &schema); err != nil || !slices.Equal(schema.Required, []string{"tool"}) {
 		t.Errorf("get_operation requires %v, want [tool] (the op id may come in _meta)", schema.Required)
+	}
+}
+
+// JSON Schema counts 1.0 as an integer: so does a Go integer argument.
+// A number with a fraction is still refused, naming the argument.
+func TestWholeNumbersAreIntegers(t *testing.T) {
+	type in struct {
+		Steps int64   `json:"steps"`
+		List  []int   `json:"list,omitempty"`
+		Rate  float64 `json:"rate,omitempty"`
+	}
+	var got []in
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, v in) (*mcp.CallToolResult, any, error) {
+		got = append(got, v)
+		return nil, nil, nil
+	})
+	cs := connectInMemory(t, srv)
+	for _, c := range []struct {
+		args string
+		want in
+		code idem.Code
+	}{
+		{`{"steps":1.0}`, in{Steps: 1}, ""},
+		{`{"steps":1e2,"list":[2.0,3],"rate":0.5}`, in{Steps: 100, List: []int{2, 3}, Rate: 0.5}, ""},
+		{`{"steps":-0.0}`, in{}, ""},
+		{`{"steps":1.5}`, in{}, idem.CodeInvalidArguments},
+		{`{"steps":1,"list":[2.5]}`, in{}, idem.CodeInvalidArguments},
+	} {
+		got = nil
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add", Arguments: json.RawMessage(c.args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.code != "" {
+			if !res.IsError || res.Meta[idem.MetaError] != string(c.code) || len(got) != 0 {
+				t.Errorf("%s: %s, want %s and no run", c.args, mustJSON(res), c.code)
+			}
+			continue
+		}
+		if res.IsError || len(got) != 1 || !reflect.DeepEqual(got[0], c.want) {
+			t.Errorf("%s: %s, handler got %+v, want %+v", c.args, mustJSON(res), got, c.want)
+		}
 	}
 }

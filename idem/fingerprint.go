@@ -45,7 +45,10 @@ func fingerprintArgs(args json.RawMessage) (string, error) {
 	return oprecord.Hex(sum), nil
 }
 
-// fingerprintSum is fingerprintArgs before the hex encoding.
+// fingerprintSum is fingerprintArgs before the hex encoding: the arguments
+// decoded to drop op_id (the last of duplicate members counting, as in the
+// handler's decoding), canonicalized by the RFC 8785 library, and hashed
+// with the exact value of every number the canonical form does not hold.
 func fingerprintSum(args json.RawMessage) ([sha256.Size]byte, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
@@ -54,56 +57,23 @@ func fingerprintSum(args json.RawMessage) ([sha256.Size]byte, error) {
 	if trimmed[0] != '{' {
 		return [sha256.Size]byte{}, errors.New("idem: arguments are not a JSON object")
 	}
-	var buf [512]byte
-	if !json.Valid(trimmed) {
-		return canonicalizerFingerprint(trimmed) // which refuses it
-	}
-	if canon, ok := appendCanonical(buf[:0], trimmed, opIDArgument); ok {
-		return sha256.Sum256(canon), nil
-	}
-	return canonicalizerFingerprint(trimmed)
-}
-
-// canonicalizerFingerprint is fingerprintArgs for the trimmed argument object
-// that appendCanonical does not take, with the RFC 8785 library.
-func canonicalizerFingerprint(trimmed []byte) ([sha256.Size]byte, error) {
-	// The usual arguments (what encoding/json makes of a Go value) hold at
-	// most one "op_id", spelled plainly, and no long numbers: the member is
-	// dropped from the canonical form, where it is a top-level key only if
-	// it follows '{' or ',' at depth 1.
-	if n := bytes.Count(trimmed, []byte(`"op_id"`)); n <= 1 && !bytes.Contains(trimmed, []byte(`\u`)) && !longDigitRun(trimmed) {
-		if canon, err := jcs.Transform(trimmed); err == nil {
-			if n == 1 {
-				canon = dropMember(canon, opIDArgument)
-			}
-			return sha256.Sum256(canon), nil
-		}
-	}
-	return decodedFingerprint(trimmed)
-}
-
-// decodedFingerprint is fingerprintArgs for any argument object trimmed: one
-// that may hold op_id (escaped, repeated, beside invalid UTF-8) is decoded
-// to drop it, the last of duplicate members counting as in the handler's
-// decoding; the canonicalizer rejects malformed input.
-func decodedFingerprint(trimmed []byte) ([sha256.Size]byte, error) {
 	if !utf8.Valid(trimmed) {
-		// As the canonicalizer refuses it when there is no op_id to drop.
 		return [sha256.Size]byte{}, errors.New("idem: arguments are not valid UTF-8")
 	}
-	var obj map[string]json.RawMessage
+	// Only arguments that may hold op_id (plainly or escaped) are decoded.
 	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
+		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(trimmed, &obj); err != nil {
 			return [sha256.Size]byte{}, errors.New("idem: arguments are not a JSON object")
 		}
-	}
-	if _, ok := obj[opIDArgument]; ok {
-		delete(obj, opIDArgument)
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return [sha256.Size]byte{}, fmt.Errorf("idem: re-encoding arguments: %w", err)
+		if _, ok := obj[opIDArgument]; ok {
+			delete(obj, opIDArgument)
+			b, err := json.Marshal(obj)
+			if err != nil {
+				return [sha256.Size]byte{}, fmt.Errorf("idem: re-encoding arguments: %w", err)
+			}
+			trimmed = b
 		}
-		trimmed = b
 	}
 	canon, err := jcs.Transform(trimmed)
 	if err != nil {
@@ -125,91 +95,6 @@ func decodedFingerprint(trimmed []byte) ([sha256.Size]byte, error) {
 		}
 	}
 	return [sha256.Size]byte(h.Sum(nil)), nil
-}
-
-// dropMember returns the RFC 8785 object canon without its top-level member
-// name (a name that needs no escaping), or canon itself if there is none.
-func dropMember(canon []byte, name string) []byte {
-	key := `"` + name + `":`
-	var text jsonText
-	depth := 0
-	for i, c := range canon {
-		if !text.outside(c) {
-			continue
-		}
-		switch c {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			if depth == 1 && (canon[i-1] == '{' || canon[i-1] == ',') && bytes.HasPrefix(canon[i:], []byte(key)) {
-				end := valueEnd(canon, i+len(key))
-				out := make([]byte, 0, len(canon))
-				switch {
-				case canon[end] == ',': // a member follows: drop the comma after
-					out = append(append(out, canon[:i]...), canon[end+1:]...)
-				case canon[i-1] == ',': // the last member: drop the comma before
-					out = append(append(out, canon[:i-1]...), canon[end:]...)
-				default: // the only member
-					out = append(append(out, canon[:i]...), canon[end:]...)
-				}
-				return out
-			}
-		}
-	}
-	return canon
-}
-
-// valueEnd returns the index of the ',' or '}' that ends the member value
-// starting at i in the canonical object canon.
-func valueEnd(canon []byte, i int) int {
-	var text jsonText
-	depth := 0
-	for ; i < len(canon); i++ {
-		c := canon[i]
-		if !text.outside(c) {
-			continue
-		}
-		switch c {
-		case '{', '[':
-			depth++
-		case ']':
-			depth--
-		case '}', ',':
-			if depth == 0 {
-				return i
-			}
-			if c == '}' {
-				depth--
-			}
-		}
-	}
-	return len(canon) - 1
-}
-
-// jsonText follows JSON text a byte at a time to tell string contents from
-// the rest.
-type jsonText struct{ inString, escaped bool }
-
-// outside reports whether c, the next byte, is outside every string; an
-// opening quote is, its string's contents and closing quote are not.
-func (j *jsonText) outside(c byte) bool {
-	if j.inString {
-		switch {
-		case j.escaped:
-			j.escaped = false
-		case c == '\\':
-			j.escaped = true
-		case c == '"':
-			j.inString = false
-		}
-		return false
-	}
-	if c == '"' {
-		j.inString = true
-	}
-	return true
 }
 
 // longDigitRun reports whether b holds a run of digits and dots with at least

@@ -227,7 +227,6 @@ type call[In, Out any] struct {
 	found         *oprecord.Record
 	answered      *answer
 
-	members [4]json.RawMessage // parseArgs' buffer
 	flight  flight
 	run     txRun
 	ans     answer
@@ -275,7 +274,7 @@ func (cl *call[In, Out]) check() *Error {
 	// The op id and the keys are checked first, even when the rest of the
 	// arguments fails the schema; named is empty for absent or null
 	// arguments. Arguments the check took are valid JSON.
-	named, isObject := parseArgs(raw, invalid == nil, cl.members[:], cl.c.argNames...)
+	named, isObject := parseArgs(raw)
 	if !isObject && invalid != nil {
 		return invalid // not a JSON object, or not JSON at all
 	}
@@ -295,7 +294,17 @@ func (cl *call[In, Out]) check() *Error {
 	if invalid != nil {
 		return invalid
 	}
-	if err := json.Unmarshal(args, &cl.in); err != nil {
+	err := json.Unmarshal(args, &cl.in)
+	if err != nil {
+		// JSON Schema counts 1.0 as an integer, encoding/json does not.
+		if whole, ok := wholeNumbersAsIntegers(args); ok {
+			var in In
+			if json.Unmarshal(whole, &in) == nil {
+				cl.in, err = in, nil
+			}
+		}
+	}
+	if err != nil {
 		msg := "the arguments do not match the tool's input"
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {

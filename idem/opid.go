@@ -1,9 +1,7 @@
 package idem
 
 import (
-	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,84 +42,24 @@ func validateOpID(id string) *Error {
 	return nil
 }
 
-// argMembers are the members of a call's arguments that parseArgs looked
-// for: vals[i] is the value of the member named names[i], nil when absent.
-type argMembers struct {
-	names []string
-	vals  []json.RawMessage
-}
+// argMembers are the top-level members of a call's arguments, their values
+// as sent (the last of duplicate members, as json.Unmarshal keeps).
+type argMembers map[string]json.RawMessage
 
 // get returns the value of the member name, and whether it is present.
 func (m argMembers) get(name string) (json.RawMessage, bool) {
-	for i, n := range m.names {
-		if n == name && m.vals[i] != nil {
-			return m.vals[i], true
-		}
-	}
-	return nil, false
+	v, ok := m[name]
+	return v, ok
 }
 
-// parseArgs returns the members of a call's arguments named in want (the
-// last of duplicate members, as json.Unmarshal keeps), their values sharing
-// args' bytes, in buf when it is long enough. Arguments that are not a JSON
-// object give ok false and no members (the schema check reports them).
-// valid says that args is known to be valid JSON, and need not be checked.
-func parseArgs(args json.RawMessage, valid bool, buf []json.RawMessage, want ...string) (m argMembers, ok bool) {
-	if len(args) == 0 || !valid && !json.Valid(args) {
-		return argMembers{}, false
-	}
-	i := skipSpace(args, 0)
-	if i == len(args) || args[i] != '{' { // white space only: valid for the check when no argument is required
-		return argMembers{}, false
-	}
-	if len(buf) < len(want) {
-		buf = make([]json.RawMessage, len(want))
-	}
-	m = argMembers{names: want, vals: buf[:len(want)]}
-	clear(m.vals)
-	for i = skipSpace(args, i+1); args[i] == '"'; i = skipSpace(args, i+1) {
-		// A valid object: a key string, ':', a value, then ',' or '}'.
-		end := stringEnd(args, i)
-		raw := args[i+1 : end]
-		if bytes.IndexByte(raw, '\\') >= 0 {
-			var key string
-			if err := json.Unmarshal(args[i:end+1], &key); err != nil {
-				return argMembers{}, false
-			}
-			raw = []byte(key)
-		}
-		start := skipSpace(args, skipSpace(args, end+1)+1) // past ':'
-		stop := valueEnd(args, start)
-		for j, w := range want {
-			if string(raw) == w {
-				m.vals[j] = bytes.TrimRight(args[start:stop], " \t\r\n")
-			}
-		}
-		if i = stop; args[i] == '}' {
-			break
-		}
+// parseArgs returns the members of a call's arguments. Arguments that are
+// not a JSON object (null included) give ok false and no members: the schema
+// check reports them.
+func parseArgs(args json.RawMessage) (m argMembers, ok bool) {
+	if json.Unmarshal(args, &m) != nil || m == nil {
+		return nil, false
 	}
 	return m, true
-}
-
-// skipSpace returns the index of the first byte at or after i in the valid
-// JSON text b that is not white space.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index of the quote that closes the string opening
-// at i in the valid JSON text b.
-func stringEnd(b []byte, i int) int {
-	for i++; b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
-		}
-	}
-	return i
 }
 
 // opIDOf extracts the op id from the argument members and _meta of a call.
@@ -156,20 +94,9 @@ func opIDOf(args argMembers, meta mcp.Meta) (string, *Error) {
 	return "", nil
 }
 
-// stringOf returns the string the JSON value raw (valid JSON) holds, and
-// whether it is a string.
+// stringOf returns the string the JSON value raw holds, and whether it is a
+// string.
 func stringOf(raw json.RawMessage) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	inner := raw[1 : len(raw)-1]
-	plain := true // ASCII without escapes: the bytes are the string
-	for _, c := range inner {
-		plain = plain && c != '\\' && c < utf8.RuneSelf
-	}
-	if plain {
-		return string(inner), true
-	}
 	var s string
-	return s, json.Unmarshal(raw, &s) == nil
+	return s, len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
 }

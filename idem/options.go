@@ -23,8 +23,7 @@ type config struct {
 	logger       *slog.Logger
 	busyAfter    time.Duration
 	readFirst    bool
-	customScope  bool     // Scope was given
-	argNames     []string // the arguments the middleware reads: op_id and keys
+	customScope  bool // Scope was given
 	observe      func(context.Context, Event)
 }
 
@@ -42,7 +41,6 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	c.opID = c.opID || c.requireOpID
-	c.argNames = append([]string{opIDArgument}, c.keys...)
 	return c
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -111,7 +113,6 @@ type inputCheck struct {
 	props    map[string]*jsonschema.Resolved // each top-level property alone, where it resolves alone
 	closed   bool                            // additionalProperties: false
 	defaults bool                            // some subschema has a default to apply
-	fast     *fastSchema                     // nil: every call takes the full validator
 }
 
 func newInputCheck(s *jsonschema.Schema) (*inputCheck, error) {
@@ -128,12 +129,9 @@ func newInputCheck(s *jsonschema.Schema) (*inputCheck, error) {
 	if ap := s.AdditionalProperties; ap != nil && ap.Not != nil && isEmptySchema(ap.Not) {
 		ic.closed = true
 	}
-	// A property named "default" also takes the slow path; that is all.
+	// A property named "default" makes defaults be applied too; that is all.
 	b, err := json.Marshal(s)
 	ic.defaults = err != nil || bytes.Contains(b, []byte(`"default"`))
-	if !ic.defaults {
-		ic.fast = newFastSchema(s)
-	}
 	return ic, nil
 }
 
@@ -145,15 +143,6 @@ func isEmptySchema(s *jsonschema.Schema) bool {
 // check returns the arguments with the schema's defaults applied, or a
 // refusal. Absent or null arguments are the empty object.
 func (ic *inputCheck) check(args json.RawMessage) (json.RawMessage, *Error) {
-	if ic.fast != nil && len(args) > 0 && args[0] == '{' && json.Valid(args) && ic.fast.fastValid(args) {
-		return args, nil // what the full validator accepts, as sent
-	}
-	return ic.checkFull(args)
-}
-
-// checkFull is check with jsonschema-go's validator, for every call the fast
-// check is not sure of.
-func (ic *inputCheck) checkFull(args json.RawMessage) (json.RawMessage, *Error) {
 	m := map[string]any{}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
 		if trimmed[0] != '{' {
@@ -238,4 +227,47 @@ func expected(p *jsonschema.Schema) string {
 		what += " within the limits its schema gives"
 	}
 	return what
+}
+
+// wholeNumbersAsIntegers returns args with every number that has a whole
+// value of at most 2^53 in magnitude written as an integer (1.0 and 1e2 as 1
+// and 100), and whether it changed any: JSON Schema's "integer" takes them,
+// and a Go integer field then can too.
+func wholeNumbersAsIntegers(args json.RawMessage) (json.RawMessage, bool) {
+	d := json.NewDecoder(bytes.NewReader(args))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		case json.Number:
+			if !strings.ContainsAny(string(x), ".eE") {
+				return x
+			}
+			f, err := x.Float64()
+			if err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<53 {
+				changed = true
+				return json.Number(strconv.FormatInt(int64(f), 10))
+			}
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(v)
+	return b, err == nil
 }

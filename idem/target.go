@@ -59,7 +59,7 @@ func hasOpID(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
-	args, _ := parseArgs(req.Params.Arguments, false, nil, opIDArgument)
+	args, _ := parseArgs(req.Params.Arguments)
 	id, err := opIDOf(args, req.Params.Meta)
 	return id != "" || err != nil
 }

@@ -20,13 +20,7 @@ targets=(
   "./idem FuzzCall"
   "./idem FuzzToolCall"
   "./idem FuzzValidateOpID"
-  "./idem FuzzParseArgs"
   "./idem FuzzFingerprint"
-  "./idem FuzzFingerprintFastPath"
-  "./idem FuzzCanonical"
-  "./idem FuzzFastCheck"
-  "./internal/oprecord FuzzAppendJSON"
-  "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"
 )

@@ -257,11 +257,6 @@ func Backoff(ctx context.Context, attempt int, base, max time.Duration) error {
 	}
 }
 
-// jsonAppender is a document that writes its own JSON.
-type jsonAppender interface {
-	AppendJSON(b []byte) ([]byte, error)
-}
-
 // Live reports whether a document with the given expiry is live at now.
 // A zero expiry never expires. So that every backend agrees
 // on the boundary: a document whose expiry equals now is expired.
@@ -271,17 +266,9 @@ func Live(expiresAt, now time.Time) bool {
 
 // EncodeDocument marshals doc as a stored document. It fails with an error
 // wrapping ErrTooLarge when the JSON is over maxBytes, so every backend
-// measures its limit the same way. A doc with a method
-// AppendJSON([]byte) ([]byte, error) (the op record) writes its own JSON,
-// which must decode as encoding/json's would.
+// measures its limit the same way.
 func EncodeDocument(doc any, maxBytes int) ([]byte, error) {
-	var b []byte
-	var err error
-	if a, ok := doc.(jsonAppender); ok {
-		b, err = a.AppendJSON(nil)
-	} else {
-		b, err = json.Marshal(doc)
-	}
+	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("idem: encoding document: %w", err)
 	}

@@ -76,27 +76,6 @@ var mutations = []mutation{
 		Run:    "^TestConformance$/^Middleware$/^Concurrent64SameOpID$",
 	},
 
-	// The fast check of arguments: it may only accept what the full
-	// validator accepts.
-	{
-		Name:   "idem/fast-check-required",
-		Guards: "the fast argument check accepts an object only with every required property",
-		File:   "idem/fastcheck.go",
-		From:   "return i + 1, seen&fs.required == fs.required",
-		To:     "return i + 1, true",
-		Pkg:    "./idem",
-		Run:    "^FuzzFastCheck$",
-	},
-	{
-		Name:   "idem/fast-check-string-length",
-		Guards: "the fast argument check measures a constrained string only when its bytes are its code points",
-		File:   "idem/fastcheck.go",
-		From:   `if c < 0x20 || c > 0x7e || c == '\\' {`,
-		To:     `if c == '\\' {`,
-		Pkg:    "./idem",
-		Run:    "^FuzzFastCheck$",
-	},
-
 	// Side-effect markers.
 	{
 		Name:   "sideeffect/claim-only-pending",

@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -45,123 +44,6 @@ type Record struct {
 	// across processes: after a commit of unknown outcome the middleware
 	// tells its own commit from another call's by it.
 	Attempt string `json:"attempt,omitempty"`
-}
-
-// AppendJSON appends r's JSON to b: what encoding/json writes, without
-// its reflection (and without escaping <, > and &, which decodes the same).
-// Stores encode the op record with it on every first call.
-func (r *Record) AppendJSON(b []byte) ([]byte, error) {
-	if !validRaw(r.Result) || !validRaw(r.Output) {
-		type plain Record // encoding/json's reflection, not this method
-		j, err := json.Marshal((*plain)(r))
-		return append(b, j...), err
-	}
-	// The members' names and times take about 250 bytes; strings rarely
-	// need escapes.
-	b = slices.Grow(b, 256+len(r.Scope)+len(r.Tool)+len(r.OpID)+len(r.Fingerprint)+len(r.ArgsHash)+
-		len(r.Result)+len(r.OutputText)+len(r.Output)+len(r.Attempt))
-	b = append(b, `{"scope":`...)
-	b = appendString(b, r.Scope)
-	b = append(b, `,"tool":`...)
-	b = appendString(b, r.Tool)
-	b = append(b, `,"op_id":`...)
-	b = appendString(b, r.OpID)
-	b = append(b, `,"fingerprint":`...)
-	b = appendString(b, r.Fingerprint)
-	if r.ArgsHash != "" {
-		b = append(b, `,"args_hash":`...)
-		b = appendString(b, r.ArgsHash)
-	}
-	b = append(b, `,"result":`...)
-	if len(r.Result) == 0 {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, r.Result...)
-	}
-	if r.OutputText != "" {
-		b = append(b, `,"output_text":`...)
-		b = appendString(b, r.OutputText)
-	}
-	if len(r.Output) > 0 {
-		b = append(b, `,"output":`...)
-		b = append(b, r.Output...)
-	}
-	var err error
-	b = append(b, `,"committed_at":"`...)
-	if b, err = r.CommittedAt.AppendText(b); err != nil { // what Time.MarshalJSON writes, unquoted
-		return nil, err
-	}
-	b = append(b, `","expires_at":"`...)
-	if b, err = r.ExpiresAt.AppendText(b); err != nil {
-		return nil, err
-	}
-	b = append(b, '"')
-	if r.Attempt != "" {
-		b = append(b, `,"attempt":`...)
-		b = appendString(b, r.Attempt)
-	}
-	return append(b, '}'), nil
-}
-
-// validRaw reports whether raw is absent or one JSON value without
-// surrounding space, as a RawMessage field may be appended.
-func validRaw(raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return true
-	}
-	last := raw[len(raw)-1]
-	return raw[0] > ' ' && last > ' ' && json.Valid(raw)
-}
-
-// appendString appends s as a JSON string: invalid UTF-8 as U+FFFD and
-// U+2028, U+2029 escaped, as encoding/json writes them.
-func appendString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			switch r {
-			case utf8.RuneError:
-				b = append(b, `\ufffd`...)
-			case '\u2028':
-				b = append(b, `\u2028`...)
-			default:
-				b = append(b, `\u2029`...)
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // StructuredOutput returns the structured content stored with the result, or

@@ -324,7 +324,7 @@ func ScaleRecord(i int, first time.Time) (k idem.Key, doc []byte, expires time.T
 		ExpiresAt:   expires,
 		Attempt:     "scale." + strconv.FormatInt(int64(i), 36),
 	}
-	doc, err = rec.AppendJSON(nil)
+	doc, err = json.Marshal(rec)
 	return oprecord.Key("", rec.Tool, opID), doc, expires, err
 }
 
