@@ -484,3 +484,51 @@ func TestWholeNumbersAreIntegers(t *testing.T) {
 		}
 	}
 }
+
+// A record key or an op id whose text is not valid UTF-8 is refused with a
+// code: decoded, "u8\xff" and "u8\xfe" (or two lone surrogates) would both
+// be "u8\uFFFD" and name one record.
+func TestInvalidUTF8KeysAndOpIDsRefused(t *testing.T) {
+	var ran []string
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	type in struct {
+		Device string `json:"device"`
+	}
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, v in) (*mcp.CallToolResult, any, error) {
+		ran = append(ran, v.Device)
+		return nil, nil, nil
+	}
+	idem.AddTool(srv, &mcp.Tool{Name: "keyed"}, memory.New(nil), h, idem.Keys("device"))
+	idem.AddTool(srv, &mcp.Tool{Name: "op"}, memory.New(nil), h, idem.RequireOpID())
+	cs := connectInMemory(t, srv)
+	for _, c := range []struct {
+		tool, args string
+		code       idem.Code // "" for accepted
+	}{
+		{"keyed", "{\"device\":\"u8\xff\"}", idem.CodeInvalidArguments},
+		{"keyed", "{\"device\":\"u8\xfe\"}", idem.CodeInvalidArguments},
+		{"keyed", `{"device":"u8\ud800"}`, idem.CodeInvalidArguments},
+		{"keyed", `{"device":"u8\udc00\ud800"}`, idem.CodeInvalidArguments},
+		{"keyed", `{"device":"u8\ud800x"}`, idem.CodeInvalidArguments},
+		{"keyed", `{"device":"u8\ud83d\ude00"}`, ""},
+		{"keyed", `{"device":"u8\ufffd"}`, ""},
+		{"keyed", `{"device":"u8\\ud800"}`, ""},
+		{"keyed", `{"device":"é\"\n"}`, ""},
+		{"op", "{\"device\":\"d\",\"op_id\":\"op\xff\"}", idem.CodeInvalidOpID},
+		{"op", `{"device":"d","op_id":"op\ud800"}`, idem.CodeInvalidOpID},
+	} {
+		ran = nil
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)})
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		switch {
+		case c.code == "" && (res.IsError || len(ran) != 1):
+			t.Errorf("%q: %s, want it run", c.args, mustJSON(res))
+		case c.code != "" && (!res.IsError || res.Meta[idem.MetaError] != string(c.code) || len(ran) != 0):
+			t.Errorf("%q: %s (ran %d), want %s and no run", c.args, mustJSON(res), len(ran), c.code)
+		case c.code != "" && strings.Contains(textOf(res), "u8"):
+			t.Errorf("%q: the refusal quotes the value: %s", c.args, textOf(res))
+		}
+	}
+}

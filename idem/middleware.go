@@ -11,9 +11,12 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -776,15 +779,60 @@ func (cl *call[In, Out]) event(ctx context.Context, kind string, err error) {
 }
 
 // checkKeys refuses a call whose record-key arguments are absent, null or
-// empty strings. Messages name the argument, never a value.
+// empty strings, or strings that are not valid UTF-8. Messages name the
+// argument, never a value.
 func checkKeys(args argMembers, keys []string) *Error {
 	for _, k := range keys {
 		raw, ok := args.get(k)
 		if !ok || string(raw) == "null" || string(raw) == `""` {
 			return newError(CodeMissingKey, fmt.Sprintf("argument %q is required: it names the record this call writes", k))
 		}
+		if !validUTF8String(raw) {
+			return newError(CodeInvalidArguments, fmt.Sprintf("argument %q is not valid UTF-8: a record key must name one record", k))
+		}
 	}
 	return nil
+}
+
+// validUTF8String reports whether raw, a valid JSON value, is not a string
+// whose text is invalid UTF-8: bytes, or an escaped lone surrogate.
+// Decoding writes U+FFFD for each, so that two different keys would name
+// one record.
+func validUTF8String(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] != '"' {
+		return true
+	}
+	if !utf8.Valid(raw) {
+		return false
+	}
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // a one-letter escape
+			continue
+		}
+		r := hexRune(raw[i+2 : i+6])
+		i += 5
+		if utf16.IsSurrogate(r) {
+			// Only a high surrogate followed by an escaped low one is a rune.
+			if r >= 0xDC00 || i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return false
+			}
+			if lo := hexRune(raw[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			i += 6
+		}
+	}
+	return true
+}
+
+// hexRune returns the value of the four hex digits h.
+func hexRune(h []byte) rune {
+	n, _ := strconv.ParseUint(string(h), 16, 16)
+	return rune(n)
 }
 
 // refusal turns an *Error into the tool result a caller sees.
