@@ -67,6 +67,15 @@ var mutations = []mutation{
 		Run:    "^TestConformance$/^Middleware$/^KeyReused$",
 	},
 	{
+		Name:   "idem/key-utf8",
+		Guards: "a record key that is not valid UTF-8 is refused, not decoded to U+FFFD and merged with another",
+		File:   "idem/middleware.go",
+		From:   "if !validUTF8String(raw) {",
+		To:     "if false {",
+		Pkg:    "./idem",
+		Run:    "^TestInvalidUTF8KeysAndOpIDsRefused$",
+	},
+	{
 		Name:   "idem/flights",
 		Guards: "concurrent duplicates in one process wait for the first and replay it",
 		File:   "idem/middleware.go",
