@@ -14,20 +14,6 @@ type afterCommitList struct {
 	fns []func(context.Context)
 }
 
-// hookContext is the context of one attempt of a transaction: the store's
-// context, and the list AfterCommit adds to.
-type hookContext struct {
-	context.Context
-	hooks afterCommitList
-}
-
-func (c *hookContext) Value(key any) any {
-	if key == (afterCommitKey{}) {
-		return &c.hooks
-	}
-	return c.Context.Value(key)
-}
-
 // AfterCommit registers f to run once the transaction that ctx belongs to has
 // committed: after a real commit only, never when the transaction rolls back,
 // and never when the middleware answers a replay from a stored result. If Run
@@ -55,22 +41,12 @@ func AfterCommit(ctx context.Context, f func(ctx context.Context)) bool {
 // and Run calls those of the attempt that committed after Run's commit
 // succeeded.
 func Run(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) error {
-	hooks, err := runTx(ctx, s, &txRun{}, txFunc(fn))
+	hooks, err := runTx(ctx, s, fn)
 	if err != nil {
 		return err
 	}
 	hooks.run(context.WithoutCancel(ctx))
 	return nil
-}
-
-// pending reports whether hooks are registered.
-func (l *afterCommitList) pending() bool {
-	if l == nil {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.fns) > 0
 }
 
 func (l *afterCommitList) run(ctx context.Context) {

@@ -43,6 +43,7 @@ func TestBadInputTable(t *testing.T) {
 		{"the record key missing", "publish", `{"title":"t"}`, nil},
 		{"the record key null", "publish", `{"slug":null,"title":"t"}`, nil},
 		{"the record key empty", "publish", `{"slug":"","title":"t"}`, nil},
+		{"the record key an escaped lone surrogate", "publish", `{"slug":"s\ud800","title":"t"}`, nil},
 		{"the record key a number", "publish", `{"slug":7,"title":"t"}`, nil},
 		{"a required argument missing", "publish", `{"slug":"s"}`, nil},
 		{"an argument of the wrong type", "publish", `{"slug":"s","title":"t","words":"many"}`, nil},

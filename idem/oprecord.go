@@ -17,21 +17,10 @@ var (
 	attemptSeq    atomic.Uint64
 )
 
-// maxAttemptIDLen bounds an attempt id's length: two base-36 uint64s and a
-// dot.
-const maxAttemptIDLen = 2*13 + 1
-
 // newAttemptID returns an id no other attempt, in this process or another,
 // has: a random per-process prefix and a counter.
 func newAttemptID() string {
-	var buf [maxAttemptIDLen]byte
-	return string(appendAttemptID(buf[:0]))
-}
-
-// appendAttemptID appends a new attempt id to b.
-func appendAttemptID(b []byte) []byte {
-	b = append(append(b, attemptPrefix...), '.')
-	return strconv.AppendUint(b, attemptSeq.Add(1), 36)
+	return attemptPrefix + "." + strconv.FormatUint(attemptSeq.Add(1), 36)
 }
 
 // decodeResult returns a fresh copy of the stored result.

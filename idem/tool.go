@@ -152,7 +152,7 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 	}
 	return &tool[In, Out]{
 		desc: &tt, c: c, s: s, h: h, in: in, out: out,
-		fl: &flights{m: make(map[Key]*flight)}, recent: newRecentOps(recentOpsSize),
+		fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
 	}, nil
 }
 
