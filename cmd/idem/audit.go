@@ -178,6 +178,7 @@ func redactURL(raw string) string {
 func stdioSource(command []string) source {
 	return source{transport: "stdio", connect: func(ctx context.Context) (connection, error) {
 		cmd := exec.Command(command[0], command[1:]...)
+		startInGroup(cmd)
 		tail := &tailBuffer{max: 2048}
 		cmd.Stderr = tail
 		return connection{transport: commandTransport(cmd), explain: func(err error) error {
@@ -185,7 +186,7 @@ func stdioSource(command []string) source {
 				return fmt.Errorf("%w; the server's last words on stderr:\n%s", err, said)
 			}
 			return err
-		}}, nil
+		}, close: func() { endGroup(cmd, 2*time.Second) }}, nil
 	}}
 }
 

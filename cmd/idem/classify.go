@@ -34,14 +34,16 @@ func (c class) words() string {
 }
 
 // Severities of a finding: a problem fails the audit, a warning only with
-// -strict.
+// -strict, information never.
 const (
 	problem = "problem"
 	warning = "warning"
+	info    = "info"
 )
 
 // A finding is one thing the audit says of a tool.
 type finding struct {
+	Tool     string `json:"tool"`
 	Severity string `json:"severity"`
 	Code     string `json:"code"`
 	Message  string `json:"message"`
@@ -94,6 +96,13 @@ func isOpIDName(name string) bool {
 	return n == "opid" || n == "idempotencykey"
 }
 
+// hasHint reports whether t gives hint h as a boolean.
+func hasHint(t rawTool, h string) bool {
+	var v bool
+	raw, ok := t.Annotations[h]
+	return ok && json.Unmarshal(raw, &v) == nil
+}
+
 // classify audits one tool.
 func classify(t rawTool) toolReport {
 	r := toolReport{Name: t.Name, Annotations: map[string]bool{}, Findings: []finding{}}
@@ -127,9 +136,12 @@ func classify(t rawTool) toolReport {
 	case len(r.Annotations) == 0:
 		r.Class = classUnknown
 		r.add(problem, "no_hints", "has no readOnlyHint, idempotentHint or destructiveHint: clients treat it as a write that is unsafe to resend, so a lost answer is an unknown outcome; say readOnlyHint, or make it idempotent (a record key or a required op id) and say idempotentHint")
+	case hasHint(t, hintIdempotent):
+		r.Class = classNonIdempotent
+		r.add(info, "not_idempotent", "says idempotentHint: false, so clients do not resend it and a lost answer is an unknown outcome; that is honest for a write a repeat may do twice, and a record key or a required op id would let clients resend it")
 	default:
 		r.Class = classNonIdempotent
-		r.add(problem, "not_idempotent", "is a write without idempotentHint: a resend may write twice, so clients do not resend it and a lost answer is an unknown outcome; make it idempotent (a record key or a required op id) and say idempotentHint")
+		r.add(problem, "no_idempotent_hint", "is a write that does not say idempotentHint: clients take it as false; say false if a repeat may write twice, or make it idempotent (a record key or a required op id) and say true")
 	}
 	if !ro && !repeatWords.MatchString(t.Description) {
 		r.add(warning, "description_silent", "is a write whose description says nothing of record keys, op ids or retries: a model cannot tell which argument makes a repeat harmless")
@@ -152,7 +164,7 @@ func classify(t rawTool) toolReport {
 }
 
 func (r *toolReport) add(severity, code, message string) {
-	r.Findings = append(r.Findings, finding{Severity: severity, Code: code, Message: message})
+	r.Findings = append(r.Findings, finding{Tool: r.Name, Severity: severity, Code: code, Message: message})
 }
 
 func (r *toolReport) addBooleanSubschemas(schema map[string]any, at string) {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -24,7 +25,9 @@ func TestClassify(t *testing.T) {
 			classUnknown, []string{"no_hints"}, "", nil},
 		{"all hints false", `{"name":"x","description":"Add a row; do not retry.","inputSchema":` + obj + `,"annotations":{"readOnlyHint":false,"idempotentHint":false}}`,
 			classNonIdempotent, []string{"not_idempotent"}, "", nil},
-		{"destructive, not idempotent", `{"name":"x","description":"Delete rows; a repeat deletes again.","inputSchema":` + obj + `,"annotations":{"destructiveHint":true}}`,
+		{"destructive, idempotentHint absent", `{"name":"x","description":"Delete rows; a repeat deletes again.","inputSchema":` + obj + `,"annotations":{"destructiveHint":true}}`,
+			classNonIdempotent, []string{"no_idempotent_hint"}, "", nil},
+		{"destructive, idempotentHint false", `{"name":"x","description":"Delete rows; a repeat deletes again.","inputSchema":` + obj + `,"annotations":{"destructiveHint":true,"idempotentHint":false}}`,
 			classNonIdempotent, []string{"not_idempotent"}, "", nil},
 		{"read-only", `{"name":"x","description":"Read.","inputSchema":` + obj + `,"annotations":{"readOnlyHint":true}}`,
 			classReadOnly, nil, "", nil},
@@ -104,7 +107,8 @@ func TestBooleanSubschemaPaths(t *testing.T) {
 	}
 }
 
-// TestExitStatus: problems fail the audit; warnings only with -strict.
+// TestExitStatus: problems fail the audit; warnings only with -strict;
+// information (an honest idempotentHint: false) never.
 func TestExitStatus(t *testing.T) {
 	tool := func(s string) rawTool {
 		var r rawTool
@@ -116,6 +120,8 @@ func TestExitStatus(t *testing.T) {
 	clean := tool(`{"name":"a","description":"Set a; safe to retry.","annotations":{"idempotentHint":true},"inputSchema":{"type":"object"}}`)
 	silent := tool(`{"name":"b","description":"Set b.","annotations":{"idempotentHint":true},"inputSchema":{"type":"object"}}`)
 	unknown := tool(`{"name":"c","description":"Add a c; do not retry.","inputSchema":{"type":"object"}}`)
+	honest := tool(`{"name":"d","description":"Add a d; a repeat adds again.","annotations":{"idempotentHint":false},"inputSchema":{"type":"object"}}`)
+	unsaid := tool(`{"name":"e","description":"Add an e; a repeat adds again.","annotations":{"destructiveHint":false},"inputSchema":{"type":"object"}}`)
 	for _, c := range []struct {
 		name   string
 		tools  []rawTool
@@ -127,10 +133,54 @@ func TestExitStatus(t *testing.T) {
 		{"a warning", []rawTool{clean, silent}, false, exitPass},
 		{"a warning, strict", []rawTool{clean, silent}, true, exitFindings},
 		{"a problem", []rawTool{clean, unknown}, false, exitFindings},
+		{"an honest false", []rawTool{clean, honest}, true, exitPass},
+		{"idempotentHint absent", []rawTool{clean, unsaid}, false, exitFindings},
 	} {
 		r := newReport(&listing{Tools: c.tools}, "stdio", c.strict)
 		if r.ExitStatus != c.want {
 			t.Errorf("%s: exit status %d, want %d", c.name, r.ExitStatus, c.want)
 		}
+	}
+}
+
+// Every finding of -json names its tool, so that a message read alone says
+// which tool it is about.
+func TestFindingsNameTheirTool(t *testing.T) {
+	var tools []rawTool
+	for _, s := range []string{
+		`{"name":"a","description":"Add a.","inputSchema":{"type":"object"}}`,
+		`{"name":"b","description":"Add b.","annotations":{"idempotentHint":false},"inputSchema":{"type":"object","properties":{"x":true}}}`,
+	} {
+		var r rawTool
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			t.Fatal(err)
+		}
+		tools = append(tools, r)
+	}
+	var b strings.Builder
+	if err := newReport(&listing{Tools: tools}, "stdio", false).writeJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Tools []struct {
+			Name     string
+			Findings []struct{ Tool, Severity, Code string }
+		}
+		Infos int
+	}
+	if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tr := range got.Tools {
+		for _, f := range tr.Findings {
+			n++
+			if f.Tool != tr.Name {
+				t.Errorf("finding %s of tool %s names tool %q", f.Code, tr.Name, f.Tool)
+			}
+		}
+	}
+	if n < 4 || got.Infos != 1 {
+		t.Errorf("%d findings, %d infos in %s", n, got.Infos, b.String())
 	}
 }

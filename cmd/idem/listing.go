@@ -25,6 +25,7 @@ type source struct {
 type connection struct {
 	transport mcp.Transport
 	explain   func(error) error
+	close     func() // after the session is closed; may be nil
 }
 
 // A listing is what the server said: who it is and its tools, as sent.
@@ -43,6 +44,9 @@ func (s source) list(ctx context.Context) (*listing, error) {
 	conn, err := s.connect(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if conn.close != nil {
+		defer conn.close()
 	}
 	rec := &recorder{inner: conn.transport}
 	client := mcp.NewClient(&mcp.Implementation{Name: "idem-audit", Version: "v0"}, nil)

@@ -19,6 +19,7 @@ type report struct {
 	Classes   map[class]int `json:"classes"`
 	Problems  int           `json:"problems"`
 	Warnings  int           `json:"warnings"`
+	Infos     int           `json:"infos"`
 	Strict    bool          `json:"strict"`
 	// ExitStatus is the status idem audit exits with.
 	ExitStatus int `json:"exit_status"`
@@ -34,10 +35,13 @@ func newReport(l *listing, transport string, strict bool) *report {
 		tr := classify(t)
 		r.Classes[tr.Class]++
 		for _, f := range tr.Findings {
-			if f.Severity == problem {
+			switch f.Severity {
+			case problem:
 				r.Problems++
-			} else {
+			case warning:
 				r.Warnings++
+			default:
+				r.Infos++
 			}
 		}
 		r.Tools = append(r.Tools, tr)
@@ -73,7 +77,7 @@ func (r *report) writeText(w io.Writer) error {
 		tw.Flush()
 		b.WriteString("\n")
 	}
-	for _, sev := range []string{problem, warning} {
+	for _, sev := range []string{problem, warning, info} {
 		for _, t := range r.Tools {
 			for _, f := range t.Findings {
 				if f.Severity == sev {
@@ -83,8 +87,10 @@ func (r *report) writeText(w io.Writer) error {
 		}
 	}
 	switch {
-	case r.ExitStatus == exitPass && r.Warnings == 0:
+	case r.ExitStatus == exitPass && r.Warnings == 0 && r.Infos == 0:
 		b.WriteString("pass: every tool is read-only or an idempotent write, and every schema is accepted\n")
+	case r.ExitStatus == exitPass && r.Warnings == 0:
+		fmt.Fprintf(&b, "pass: no problem; %d tools say honestly that a repeat may write twice (clients do not resend them)\n", r.Infos)
 	case r.ExitStatus == exitPass:
 		fmt.Fprintf(&b, "pass, with %d warnings (-strict makes them fail)\n", r.Warnings)
 	default:
@@ -113,20 +119,18 @@ func hintWords(hints map[string]bool) string {
 }
 
 func findingCounts(fs []finding) string {
-	var p, w int
+	n := map[string]int{}
 	for _, f := range fs {
-		if f.Severity == problem {
-			p++
-		} else {
-			w++
-		}
+		n[f.Severity]++
 	}
 	var parts []string
-	if p > 0 {
-		parts = append(parts, fmt.Sprintf("%d problem%s", p, plural(p)))
+	for _, sev := range []string{problem, warning} {
+		if n[sev] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s%s", n[sev], sev, plural(n[sev])))
+		}
 	}
-	if w > 0 {
-		parts = append(parts, fmt.Sprintf("%d warning%s", w, plural(w)))
+	if n[info] > 0 {
+		parts = append(parts, fmt.Sprintf("%d info", n[info]))
 	}
 	return orDash(strings.Join(parts, ", "))
 }
