@@ -1,9 +1,6 @@
 package docscheck
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,34 +14,11 @@ import (
 func mainPackages(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, dir := range goDirs(t) {
+		if files, _ := parsePkg(t, dir); len(files) > 0 && files[0].Name.Name == "main" {
+			dirs = append(dirs, dir)
 		}
-		if d.IsDir() {
-			if n := d.Name(); n == "node_modules" || n == "testdata" || (strings.HasPrefix(n, ".") && p != root) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly)
-		if err != nil {
-			return err
-		}
-		if f.Name.Name == "main" {
-			rel, _ := filepath.Rel(root, filepath.Dir(p))
-			dirs = append(dirs, filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	slices.Sort(dirs)
-	dirs = slices.Compact(dirs)
 	if !slices.Contains(dirs, "cmd/idem") || len(dirs) < 5 {
 		t.Fatalf("found main packages %v, want cmd/idem and the examples among them", dirs)
 	}
