@@ -29,8 +29,8 @@ func pages(t *testing.T) []string {
 	return out
 }
 
-// prose returns page's lines outside fenced code blocks, with their numbers
-// (a fenced line is ""): what a page says, not what it shows to run.
+// prose returns page's lines, those of fenced code blocks made empty: what
+// a page says, not what it shows to run.
 func prose(page string) []string {
 	lines := strings.Split(page, "\n")
 	fenced := false
@@ -124,10 +124,11 @@ func mutationNames(t *testing.T) []string {
 	return out
 }
 
-// Every path a page names (store/memory, idem/tool.go, ./examples/focus,
-// store/storetest.Run) starts a folder or file of the repository, and every
-// bare file name (stale_test.go, DESIGN.md) is one somewhere in it. Code
-// blocks are left out: they may show a reader's own paths.
+// Every path a page or a Go comment names (store/memory, idem/tool.go,
+// ./examples/focus, store/storetest.Run) starts a folder or file of the
+// repository, and every bare file name (stale_test.go, DESIGN.md) is one
+// somewhere in it. A page's code blocks are left out: they may show a
+// reader's own paths.
 func TestPathsResolve(t *testing.T) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -161,23 +162,21 @@ func TestPathsResolve(t *testing.T) {
 		return err == nil && len(m) > 0
 	}
 	refs := 0
-	for _, p := range pages(t) {
-		for n, l := range prose(read(t, p)) {
-			for _, m := range pathRef.FindAllStringSubmatch(l, -1) {
-				refs++
-				ref := strings.TrimSuffix(m[1], ".")
-				// A package's name: store/storetest.Run is store/storetest.
-				dir, last := path.Split(ref)
-				pkg, _, _ := strings.Cut(last, ".")
-				if !exists(ref) && !exists(dir+pkg) && !slices.Contains(mutations, ref) {
-					t.Errorf("%s:%d names %s: no such file or folder", p, n+1, ref)
-				}
+	for where, text := range paragraphs(t) {
+		for _, m := range pathRef.FindAllStringSubmatch(text, -1) {
+			refs++
+			ref := strings.TrimSuffix(m[1], ".")
+			// A package's name: store/storetest.Run is store/storetest.
+			dir, last := path.Split(ref)
+			pkg, _, _ := strings.Cut(last, ".")
+			if !exists(ref) && !exists(dir+pkg) && !slices.Contains(mutations, ref) {
+				t.Errorf("%s names %s: no such file or folder", where, ref)
 			}
-			for _, m := range fileRef.FindAllStringSubmatch(l, -1) {
-				refs++
-				if !files[m[1]] {
-					t.Errorf("%s:%d names %s: no file of that name in the repository", p, n+1, m[1])
-				}
+		}
+		for _, m := range fileRef.FindAllStringSubmatch(text, -1) {
+			refs++
+			if !files[m[1]] {
+				t.Errorf("%s names %s: no file of that name in the repository", where, m[1])
 			}
 		}
 	}
