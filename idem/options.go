@@ -134,12 +134,12 @@ func BusyAfter(d time.Duration) Option {
 }
 
 // ReadFirst makes every call with an op id read its op record before the
-// transaction, on stores that can read outside one ([Reader]). By default
-// only op ids this handler answered lately are read first (a retry after a
-// lost response usually comes back to the process that answered it); other
-// calls skip that read and a duplicate answered elsewhere is caught by the op
-// record's create at commit, at the price of a transaction that runs the
-// handler and rolls back. Choose ReadFirst when repeats usually reach
+// transaction, on stores that can read outside one ([backend.Reader]). By
+// default only op ids this handler answered lately are read first (a retry
+// after a lost response usually comes back to the process that answered it);
+// other calls skip that read and a duplicate answered elsewhere is caught by
+// the op record's create at commit, at the price of a transaction that runs
+// the handler and rolls back. Choose ReadFirst when repeats usually reach
 // another process than the first call did.
 func ReadFirst() Option { return Option{func(c *config) { c.readFirst = true }} }
 
@@ -163,9 +163,10 @@ func Observe(f func(context.Context, Event)) Option {
 }
 
 // opScope returns the scope of a call with an op id, or a refusal: with
-// RequireScope and no scope; or, under DefaultScope, for a caller that is
-// authenticated but whose token carries no user id, since every such caller
-// would share the empty scope and could replay another's result.
+// RequireScope and no scope; or, with the default scope (no Scope option),
+// for a caller that is authenticated but whose token carries no user id,
+// since every such caller would share the empty scope and could replay
+// another's result.
 func (c *config) opScope(ctx context.Context, req *mcp.CallToolRequest) (string, *Error) {
 	scope := c.scope(ctx, req)
 	switch {

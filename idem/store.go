@@ -2,8 +2,9 @@ package idem
 
 import "github.com/idemkit/sdk/idem/backend"
 
-// Store runs transactions over JSON documents: store/memory, store/sqlite
-// and store/postgres implement it. Run calls fn in one serializable
+// Store runs transactions over JSON documents: store/memory, store/sqlite,
+// store/postgres, store/dynamo and store/firestore implement it, and
+// store/storetest checks them. Run calls fn in one serializable
 // transaction, commits when fn returns nil, and calls fn again (a bounded
 // number of times) when the commit loses to a concurrent transaction, so fn
 // must have no effect outside its Tx. See [backend.Store] for the whole

@@ -94,7 +94,13 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 			return nil, fmt.Errorf("key %q is not an input property", k)
 		}
 		p = p.CloneSchemas()
-		p.Description = strings.TrimSpace(p.Description + " Record key: names the record this call writes; a repeat with the same value writes the same record.")
+		// The property's own description is a phrase as often as a
+		// sentence: end it before the sentence that follows.
+		d := strings.TrimSpace(p.Description)
+		if d != "" && !strings.HasSuffix(d, ".") {
+			d += "."
+		}
+		p.Description = strings.TrimSpace(d + " Record key: names the record this call writes; a repeat with the same value writes the same record.")
 		schema.Properties[k] = p
 	}
 	// op_id is in required exactly when the tool requires it, whatever In

@@ -73,7 +73,7 @@ func TestAddToolMetadataIsHonest(t *testing.T) {
 		}
 	}
 	schema := mustJSON(stop.InputSchema)
-	for _, want := range []string{`"op_id"`, "Record key", "the session to stop"} {
+	for _, want := range []string{`"op_id"`, `"the session to stop. Record key: names the record`} {
 		if !strings.Contains(schema, want) {
 			t.Errorf("stop schema lacks %q: %s", want, schema)
 		}
@@ -212,5 +212,29 @@ func TestStatusRefusalHasNoStructuredContent(t *testing.T) {
 	}
 	if !res.IsError || res.StructuredContent != nil {
 		t.Errorf("refusal %s carries structured content", mustJSON(res))
+	}
+}
+
+// A key's description is its own, ended as a sentence, then what a record
+// key is: never two sentences run together or a stray period.
+func TestKeyDescriptionIsASentence(t *testing.T) {
+	type in struct {
+		Month  string `json:"month" jsonschema:"the month"`
+		Handle string `json:"handle" jsonschema:"The handle."`
+		Slug   string `json:"slug"`
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "set", Description: "Set."}, memory.New(nil), noop[in], idem.Keys("month", "handle", "slug"))
+	var schema struct {
+		Properties map[string]struct{ Description string } `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(mustJSON(listTools(t, srv)["set"].InputSchema)), &schema); err != nil {
+		t.Fatal(err)
+	}
+	const key = "Record key: names the record this call writes; a repeat with the same value writes the same record."
+	for prop, want := range map[string]string{"month": "the month. " + key, "handle": "The handle. " + key, "slug": key} {
+		if got := schema.Properties[prop].Description; got != want {
+			t.Errorf("%s: description %q, want %q", prop, got, want)
+		}
 	}
 }

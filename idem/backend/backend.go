@@ -164,7 +164,7 @@ type Store interface {
 // first attempt of an operation skip reading its op record inside the
 // transaction, since the op record's Create (with [CreateAtCommit]) still
 // refuses a duplicate; it answers a repeat of an op id it answered lately
-// (or every call, with [ReadFirst]) with one Read before the transaction.
+// (or every call, with idem.ReadFirst) with one Read before the transaction.
 type Reader interface {
 	// Read reads the live document at k into dst (dst may be nil) and
 	// returns its version, or ErrNotFound.

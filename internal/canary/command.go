@@ -41,9 +41,11 @@ in the store, what the client got, and a verdict:
   PASS  what the gates require: an unsafe, untrusted or unannotated call runs
         once and ends in an unknown outcome; a trusted idempotent or read-only
         call is sent again once and changes the store at most once
-  FAIL  unsafe: a replay no gate allows, a second change, or an argument
-        value in the error
-  MISS  safe but needless: no replay although every gate allows one
+  FAIL  unsafe: a replay no gate allows, whatever it was answered (a tool
+        error too), a result where no gate allows a replay, a second change,
+        or an argument value in the error
+  MISS  safe but needless: where every gate allows one replay, none, or one
+        that does not end in the tool's result
 The exit status is 0 when every case passes, 1 otherwise, 2 on a usage error.
 
 Examples:

@@ -69,8 +69,8 @@ var Cases = []Case{
 // Verdicts.
 const (
 	Pass = "PASS" // what the gates require
-	Fail = "FAIL" // unsafe: a replay where a gate forbids one, a second logical change, or an argument value in the error
-	Miss = "MISS" // safe but needless: no replay where every gate allows one
+	Fail = "FAIL" // unsafe: a replay where a gate forbids one, whatever it was answered, a second logical change, or an argument value in the error
+	Miss = "MISS" // safe but needless: where every gate allows one replay, none, or one not answered with the tool's result
 )
 
 // Record is the evidence of one case.
@@ -144,15 +144,13 @@ func (r *Runner) runCase(ctx context.Context, run string, c Case) (Record, error
 		return Record{}, err
 	}
 	rec := Record{
-		Case:              c.Name,
-		Policy:            r.Policy.Name,
-		Tool:              c.Tool,
-		ServerTrusted:     c.Trusted,
-		Annotations:       c.annotations(),
-		Drop:              c.Drop.Describe(),
-		ServerInvocations: st.Invocations[c.Tool],
-		ReplayInvocations: max(st.Received[c.Tool]-1, 0),
-		Reconcile:         string(out.reconciled),
+		Case:          c.Name,
+		Policy:        r.Policy.Name,
+		Tool:          c.Tool,
+		ServerTrusted: c.Trusted,
+		Annotations:   c.annotations(),
+		Drop:          c.Drop.Describe(),
+		Reconcile:     string(out.reconciled),
 	}
 	judge(&rec, c, st, out, marker)
 	return rec, nil
@@ -178,8 +176,10 @@ func fetchStats(ctx context.Context, hc *http.Client, u string) (Stats, error) {
 	return st, nil
 }
 
-// judge fills the record's state, result and verdict.
+// judge fills the record's counts, state, result and verdict.
 func judge(rec *Record, c Case, st Stats, out outcome, marker string) {
+	rec.ServerInvocations = st.Invocations[c.Tool]
+	rec.ReplayInvocations = max(st.Received[c.Tool]-1, 0)
 	var u *idemclient.UnknownOutcomeError
 	switch {
 	case out.err == nil && out.res != nil && !out.res.IsError:
@@ -227,8 +227,10 @@ func judge(rec *Record, c Case, st Stats, out outcome, marker string) {
 		}
 	} else if rec.ReplayInvocations > 0 {
 		fails = append(fails, fmt.Sprintf("replayed %d time(s) where a gate forbids it; the tool ran %d times", rec.ReplayInvocations, rec.ServerInvocations))
-	} else if rec.ClientResult == "ok" {
-		fails = append(fails, "an answer was lost, yet the client reports success")
+	} else if out.res != nil {
+		// The only answer the server gave was lost: a result, be it a
+		// tool error, came from a replay it did not count or was made up.
+		fails = append(fails, fmt.Sprintf("an answer was lost and a gate forbids a replay, yet the client reports %q", rec.ClientResult))
 	}
 	if out.reconciled != "" && (out.reconciled == idemclient.Committed) != (changes > 0) {
 		fails = append(fails, fmt.Sprintf("get_operation says %s, the store says %s", out.reconciled, rec.ExternalState))
