@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -99,6 +100,9 @@ func TestLinksResolve(t *testing.T) {
 					t.Errorf("%s:%d links to %s: no such file", p, n+1, target)
 					continue
 				}
+				if strings.HasSuffix(file, ".go") && goLine.MatchString(anchor) {
+					continue // checked by TestGoLineLinks
+				}
 				if anchor != "" && (!strings.HasSuffix(file, ".md") || !slugs(read(t, file))[anchor]) {
 					t.Errorf("%s:%d links to %s: %s has no heading #%s", p, n+1, target, file, anchor)
 				}
@@ -182,5 +186,34 @@ func TestPathsResolve(t *testing.T) {
 	}
 	if refs < 100 {
 		t.Fatalf("found only %d paths", refs)
+	}
+}
+
+var (
+	goLine     = regexp.MustCompile(`^L[0-9]+$`)
+	goFuncLink = regexp.MustCompile("\\[`([A-Za-z_][A-Za-z0-9_]*)`\\]\\(([^)#]+\\.go)#L([0-9]+)\\)")
+)
+
+// A link to a line of a Go file, [`name`](file.go#L12), leads to the line
+// that declares the function or method name: when the code moves, the link
+// must move with it.
+func TestGoLineLinks(t *testing.T) {
+	links := 0
+	for _, p := range pages(t) {
+		for n, l := range prose(read(t, p)) {
+			for _, m := range goFuncLink.FindAllStringSubmatch(l, -1) {
+				links++
+				name, file, line := m[1], path.Join(path.Dir(p), m[2]), m[3]
+				lines := strings.Split(read(t, file), "\n")
+				i, _ := strconv.Atoi(line)
+				decl := regexp.MustCompile(`^func (\([^)]*\) )?` + name + `[\[(]`)
+				if i < 1 || i > len(lines) || !decl.MatchString(lines[i-1]) {
+					t.Errorf("%s:%d links %s to %s line %s, which does not declare it", p, n+1, name, file, line)
+				}
+			}
+		}
+	}
+	if links == 0 {
+		t.Fatal("found no links to lines of Go files")
 	}
 }
