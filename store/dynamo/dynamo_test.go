@@ -109,12 +109,49 @@ func newStore(t testing.TB, c *dynamodb.Client, opts *dynamo.Options) *dynamo.St
 
 func TestConformance(t *testing.T) {
 	endpoint(t)
+	// The native writes go to a table of the server's own.
+	native := newTable(t, client(t))
+	createTable(t, client(t), native, "id")
+	nativeWrites := func(tx idem.Tx) (*dynamo.Writes, error) {
+		var w *dynamo.Writes
+		if !tx.As(&w) {
+			return nil, errors.New("As(**dynamo.Writes) = false")
+		}
+		return w, nil
+	}
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
 			return newStore(t, client(t), &dynamo.Options{Now: now})
 		},
 		MaxDocumentBytes:    dynamo.MaxItemBytes - 2<<10,
 		MaxTransactionItems: dynamo.MaxTransactionItems,
+		Reader:              true,
+		As:                  []any{new(*dynamo.Writes)},
+		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
+			w, err := nativeWrites(tx)
+			if err != nil {
+				return err
+			}
+			return w.Add(types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(native),
+				Item:      map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+			}})
+		},
+		AsRead: func(ctx context.Context, tx idem.Tx, id string) (bool, error) {
+			w, err := nativeWrites(tx)
+			if err != nil {
+				return false, err
+			}
+			out, err := w.Client().GetItem(ctx, &dynamodb.GetItemInput{
+				TableName:      aws.String(native),
+				Key:            map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+				ConsistentRead: aws.Bool(true),
+			})
+			if err != nil {
+				return false, err
+			}
+			return out.Item != nil, nil
+		},
 	})
 }
 

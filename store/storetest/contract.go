@@ -493,7 +493,8 @@ func testOwner(t *testing.T, h Harness) {
 	docs = append(docs, keyedDoc{alice, contractDoc{N: 31, S: "alice"}})
 	wantAll("after one transaction wrote two owners' documents")
 
-	if r, ok := c.s.(backend.Reader); ok {
+	if h.Reader {
+		r := reader(t, c.s)
 		for _, e := range docs {
 			var got contractDoc
 			if _, err := r.Read(t.Context(), e.k, &got); err != nil || got != e.d {
@@ -524,8 +525,8 @@ func testOwner(t *testing.T, h Harness) {
 			t.Fatalf("%s: the test's key is valid (%v)", tc.name, err)
 		}
 		c.wantInvalid(tc.name, k)
-		if r, ok := c.s.(backend.Reader); ok {
-			if _, err := r.Read(t.Context(), k, nil); !errors.Is(err, backend.ErrInvalidKey) {
+		if h.Reader {
+			if _, err := reader(t, c.s).Read(t.Context(), k, nil); !errors.Is(err, backend.ErrInvalidKey) {
 				t.Fatalf("%s: Read: %v, want ErrInvalidKey", tc.name, err)
 			}
 		}
@@ -1045,11 +1046,11 @@ func testLimitRollsBackTx(t *testing.T, h Harness) {
 }
 
 func testSweep(t *testing.T, h Harness) {
-	c := newContract(t, h)
-	sw, ok := c.s.(backend.Sweeper)
-	if !ok {
-		t.Skip("store does not implement backend.Sweeper")
+	if !h.Sweeper {
+		t.Skip("the harness declares no backend.Sweeper")
 	}
+	c := newContract(t, h)
+	sw := sweeper(t, c.s)
 	now := c.clock.Now()
 	// Five documents expire by now+10s (one exactly then), three do not.
 	for i := range 5 {

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
@@ -25,9 +24,10 @@ import (
 // on every backend.
 func runMiddleware(t *testing.T, h Harness) {
 	runMiddlewareSuite(t, h)
-	if _, ok := h.New(t, time.Now).(backend.Reader); ok {
+	if h.Reader {
 		t.Run("WithoutReader", func(t *testing.T) {
 			plain := h
+			plain.Reader = false
 			plain.New = func(t *testing.T, now func() time.Time) idem.Store { return noReader{h.New(t, now)} }
 			runMiddlewareSuite(t, plain)
 		})
