@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 )
 
 // runConsistency checks promises that only overlapping transactions reveal:
@@ -177,7 +178,7 @@ func runConsistency(t *testing.T, h Harness) {
 		if !h.Sweeper {
 			t.Skip("the harness declares no backend.Sweeper")
 		}
-		sw := sweeper(t, h.New(t, time.Now))
+		sw := capability[backend.Sweeper](t, h.New(t, time.Now))
 		for _, limit := range []int{0, -1} {
 			if _, err := sw.Sweep(ctx, limit); err == nil {
 				t.Errorf("Sweep(%d) = nil error", limit)

@@ -24,7 +24,7 @@ func runReader(t *testing.T, h Harness) {
 		}
 		clock := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 		s := h.New(t, clock.Now)
-		r := reader(t, s)
+		r := capability[backend.Reader](t, s)
 		if _, err := r.Read(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
 			t.Fatalf("Read of an absent document: %v, want ErrNotFound", err)
 		}

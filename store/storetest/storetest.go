@@ -17,6 +17,7 @@ package storetest
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -121,22 +122,13 @@ func testCapabilities(t *testing.T, h Harness) {
 	}
 }
 
-// reader returns s as a backend.Reader, failing the test if it is not one.
-func reader(t *testing.T, s idem.Store) backend.Reader {
+// capability returns s as the capability C its harness declares, failing
+// the test if it is not one.
+func capability[C any](t *testing.T, s idem.Store) C {
 	t.Helper()
-	r, ok := s.(backend.Reader)
+	c, ok := s.(C)
 	if !ok {
-		t.Fatalf("the harness declares backend.Reader, and %T does not implement it", s)
+		t.Fatalf("the harness declares %s, and %T does not implement it", reflect.TypeFor[C](), s)
 	}
-	return r
-}
-
-// sweeper returns s as a backend.Sweeper, failing the test if it is not one.
-func sweeper(t *testing.T, s idem.Store) backend.Sweeper {
-	t.Helper()
-	sw, ok := s.(backend.Sweeper)
-	if !ok {
-		t.Fatalf("the harness declares backend.Sweeper, and %T does not implement it", s)
-	}
-	return sw
+	return c
 }

@@ -28,7 +28,7 @@ func testSweepManyBatches(t *testing.T, h Harness) {
 		t.Skip("the harness declares no backend.Sweeper")
 	}
 	c := newContract(t, h)
-	sw := sweeper(t, c.s)
+	sw := capability[backend.Sweeper](t, c.s)
 	// More expiring documents than any store deletes in one batch
 	// (PostgreSQL's 100, SQLite's 16).
 	const expiring, never, later = 600, 100, 100
@@ -82,7 +82,7 @@ func testSweepRewritten(t *testing.T, h Harness) {
 		t.Skip("the harness declares no backend.Sweeper")
 	}
 	c := newContract(t, h)
-	sw := sweeper(t, c.s)
+	sw := capability[backend.Sweeper](t, c.s)
 	now := c.clock.Now()
 	var first, then []sweepDoc
 	// The last one expires between the others' first expiry and now: a
