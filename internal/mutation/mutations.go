@@ -239,6 +239,15 @@ var mutations = []mutation{
 		Run: "^TestConformance$/^Contract$/^Delete$",
 	},
 	{
+		Name:   "memory/read-expiry",
+		Guards: "Read, which answers replays, reports an expired document as absent",
+		File:   "store/memory/memory.go",
+		From:   "	if !ok || !backend.Live(d.expires, s.now()) {",
+		To:     "	if !ok {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Reader$/^Read$",
+	},
+	{
 		Name:   "memory/commit-reads-unchanged",
 		Guards: "a transaction commits only if nothing it read changed",
 		File:   "store/memory/memory.go",
@@ -383,6 +392,32 @@ var mutations = []mutation{
 		Needs: dynamodb,
 	},
 	{
+		Name:   "dynamo/blind-write-version",
+		Guards: "a write of an item not read goes out only above the stored version, so versions rise past another process's clock",
+		File:   "store/dynamo/tx.go",
+		From:   `put.ConditionExpression = aws.String("attribute_not_exists(#k) OR #v < :v")`,
+		To:     `put.ConditionExpression = aws.String("attribute_not_exists(#k) OR #v < :v OR attribute_exists(#k)")`,
+		Pkg:    "./store/dynamo",
+		Run:    "^TestBlindWriteRisesPastAnotherProcess$",
+		Needs:  dynamodb,
+	},
+	{
+		Name:   "dynamo/read-expiry",
+		Guards: "Read, which answers replays, reports an expired item as absent",
+		File:   "store/dynamo/dynamo.go",
+		From: `	if !it.live(s.now()) {
+		return 0, backend.ErrNotFound
+	}
+	return it.version, it.decode(k, dst)`,
+		To: `	if false {
+		return 0, backend.ErrNotFound
+	}
+	return it.version, it.decode(k, dst)`,
+		Pkg:   "./store/dynamo",
+		Run:   "^TestConformance$/^Reader$/^Read$",
+		Needs: dynamodb,
+	},
+	{
 		Name:   "dynamo/delete-version",
 		Guards: "a Delete at a version deletes only the item at that version",
 		File:   "store/dynamo/tx.go",
@@ -441,6 +476,22 @@ var mutations = []mutation{
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^Contract$/^DeleteOnConflict$",
 		Needs:  firestore,
+	},
+	{
+		Name:   "firestore/read-expiry",
+		Guards: "Read, which answers replays, reports an expired document as absent",
+		File:   "store/firestore/firestore.go",
+		From: `	if !s.live(d) {
+		return 0, backend.ErrNotFound
+	}
+	if err := unmarshal(k, d.data, dst); err != nil {`,
+		To: `	if false {
+		return 0, backend.ErrNotFound
+	}
+	if err := unmarshal(k, d.data, dst); err != nil {`,
+		Pkg:   "./store/firestore",
+		Run:   "^TestConformance$/^Reader$/^Read$",
+		Needs: firestore,
 	},
 	{
 		Name:   "firestore/update-version",
