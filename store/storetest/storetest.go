@@ -17,6 +17,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -106,20 +107,29 @@ func Run(t *testing.T, h Harness) {
 // testCapabilities fails when the store's optional capabilities are not
 // the ones its harness declares.
 func testCapabilities(t *testing.T, h Harness) {
-	s := h.New(t, time.Now)
+	for _, e := range capabilityErrors(h.New(t, time.Now), h) {
+		t.Error(e)
+	}
+}
+
+// capabilityErrors says where s's optional capabilities differ from those
+// h declares.
+func capabilityErrors(s idem.Store, h Harness) []string {
 	_, reader := s.(backend.Reader)
 	_, sweeper := s.(backend.Sweeper)
+	var errs []string
 	for _, c := range []struct {
 		name          string
 		has, declared bool
 	}{{"backend.Reader", reader, h.Reader}, {"backend.Sweeper", sweeper, h.Sweeper}} {
 		switch {
 		case c.declared && !c.has:
-			t.Errorf("the harness declares %s, and %T does not implement it", c.name, s)
+			errs = append(errs, fmt.Sprintf("the harness declares %s, and %T does not implement it", c.name, s))
 		case c.has && !c.declared:
-			t.Errorf("%T implements %s: declare it in the harness, so that the suite tests it", s, c.name)
+			errs = append(errs, fmt.Sprintf("%T implements %s: declare it in the harness, so that the suite tests it", s, c.name))
 		}
 	}
+	return errs
 }
 
 // capability returns s as the capability C its harness declares, failing
