@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh: runs every store's BenchmarkSuite (store/storetest.Benchmark) and
+# bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark) and
 # DynamoDB's BenchmarkFirstCall against the services the test scripts start,
 # then rewrites docs/benchmarks.md and docs/benchmarks/*.svg from the output
 # (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.

@@ -96,6 +96,26 @@ var mutations = []mutation{
 		Run:    "^TestConformance$/^SideEffect$/^(ConcurrentOncePostsOnce|SecondCallerDoesNotPost)$",
 	},
 	{
+		Name:   "sideeffect/claim-update",
+		Guards: "a claim is written at the version read, so two claimers that both read the marker pending post once even where only writes are checked",
+		File:   "sideeffect/once.go",
+		From: `		if err := tx.Update(ctx, k, v, d); err != nil {
+			return fmt.Errorf("sideeffect: claiming marker: %w", err)`,
+		To: `		if err := tx.Put(ctx, k, d); err != nil {
+			return fmt.Errorf("sideeffect: claiming marker: %w", err)`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$/^SideEffect$/^ClaimIsAConditionalWrite$",
+	},
+	{
+		Name:   "sideeffect/fenced-update",
+		Guards: "a claim's complete, release or unknown is written at the version read, so a takeover after that read fences it",
+		File:   "sideeffect/once.go",
+		From:   "		if err := tx.Update(ctx, c.k, v, d); err != nil {",
+		To:     "		_ = v\n		if err := tx.Put(ctx, c.k, d); err != nil {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^SideEffect$/^FencedWriteIsConditional$",
+	},
+	{
 		Name:   "sideeffect/fencing-token",
 		Guards: "a stale owner's late complete or release is refused while another owns the claim",
 		File:   "sideeffect/once.go",
@@ -154,6 +174,16 @@ var mutations = []mutation{
 		Run: "^TestConformance$/^Merge$",
 	},
 
+	{
+		Name:   "merge/apply-update",
+		Guards: "Apply writes the merged record at the version it read, so concurrent merges lose nothing even where only writes are checked",
+		File:   "merge/apply.go",
+		From:   "	if err := tx.Update(ctx, key, v, after, cfg.write...); err != nil {",
+		To:     "	_ = v\n	if err := tx.Put(ctx, key, after, cfg.write...); err != nil {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Merge$/^ConcurrentApplyWritesConditionally$",
+	},
+
 	// The memory store.
 	{
 		Name:   "memory/create-if-absent",
@@ -180,6 +210,30 @@ var mutations = []mutation{
 	t.put(k, b, opts)`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Contract$/^Update$",
+	},
+	{
+		Name:   "memory/delete-version",
+		Guards: "a Delete at a version deletes only the document at that version",
+		File:   "store/memory/memory.go",
+		From: `	if v != 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.setWrite(write{k: k})`,
+		To: `	if v < 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.setWrite(write{k: k})`,
+		Pkg: "./store/memory",
+		Run: "^TestConformance$/^Contract$/^Delete$",
+	},
+	{
+		Name:   "memory/read-expiry",
+		Guards: "Read, which answers replays, reports an expired document as absent",
+		File:   "store/memory/memory.go",
+		From:   "	if !ok || !backend.Live(d.expires, s.now()) {",
+		To:     "	if !ok {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Reader$/^Read$",
 	},
 	{
 		Name:   "memory/commit-reads-unchanged",
@@ -212,6 +266,16 @@ var mutations = []mutation{
 		To:     "WHERE collection = ? AND id = ? AND (version = ? OR 1) AND (expires_at IS NULL OR expires_at > ?)`,",
 		Pkg:    "./store/sqlite",
 		Run:    "^TestConformance$/^Contract$/^Update$",
+	},
+
+	{
+		Name:   "sqlite/delete-version",
+		Guards: "the DELETE at a version deletes only the row at that version",
+		File:   "store/sqlite/tx.go",
+		From:   "WHERE collection = ? AND id = ? AND (? = 0 OR version = ?) AND (expires_at IS NULL OR expires_at > ?)`,",
+		To:     "WHERE collection = ? AND id = ? AND (? = 0 OR version = ? OR 1) AND (expires_at IS NULL OR expires_at > ?)`,",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestConformance$/^Contract$/^Delete$",
 	},
 
 	// PostgreSQL.
@@ -256,6 +320,17 @@ var mutations = []mutation{
 		Needs:  postgres,
 	},
 
+	{
+		Name:   "postgres/delete-version",
+		Guards: "the DELETE at a version deletes only the row at that version",
+		File:   "store/postgres/queries.go",
+		From:   "WHERE collection = $1 AND id = $2 AND ($3::bigint = 0 OR version = $3::bigint) AND (expires_at IS NULL OR expires_at > $4)",
+		To:     "WHERE collection = $1 AND id = $2 AND ($3::bigint = 0 OR version = $3::bigint OR true) AND (expires_at IS NULL OR expires_at > $4)",
+		Pkg:    "./store/postgres",
+		Run:    "^TestConformance$/^Contract$/^Delete$",
+		Needs:  postgres,
+	},
+
 	// DynamoDB.
 	{
 		Name:   "dynamo/create-at-commit-condition",
@@ -286,6 +361,65 @@ var mutations = []mutation{
 		Pkg:    "./store/dynamo",
 		Run:    "^TestConformance$/^Consistency$/^NoWriteSkew$",
 		Needs:  dynamodb,
+	},
+
+	{
+		Name:   "dynamo/update-version",
+		Guards: "Update writes only at the version read",
+		File:   "store/dynamo/tx.go",
+		From: `	if cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, b, opts, false)`,
+		To: `	if v < 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, b, opts, false)`,
+		Pkg:   "./store/dynamo",
+		Run:   "^TestConformance$/^Contract$/^Update$",
+		Needs: dynamodb,
+	},
+	{
+		Name:   "dynamo/blind-write-version",
+		Guards: "a write of an item not read goes out only above the stored version, so versions rise past another process's clock",
+		File:   "store/dynamo/tx.go",
+		From:   `put.ConditionExpression = aws.String("attribute_not_exists(#k) OR #v < :v")`,
+		To:     `put.ConditionExpression = aws.String("attribute_not_exists(#k) OR #v < :v OR attribute_exists(#k)")`,
+		Pkg:    "./store/dynamo",
+		Run:    "^TestBlindWriteRisesPastAnotherProcess$",
+		Needs:  dynamodb,
+	},
+	{
+		Name:   "dynamo/read-expiry",
+		Guards: "Read, which answers replays, reports an expired item as absent",
+		File:   "store/dynamo/dynamo.go",
+		From: `	if !it.live(s.now()) {
+		return 0, backend.ErrNotFound
+	}
+	return it.version, it.decode(k, dst)`,
+		To: `	if false {
+		return 0, backend.ErrNotFound
+	}
+	return it.version, it.decode(k, dst)`,
+		Pkg:   "./store/dynamo",
+		Run:   "^TestConformance$/^Reader$/^Read$",
+		Needs: dynamodb,
+	},
+	{
+		Name:   "dynamo/delete-version",
+		Guards: "a Delete at a version deletes only the item at that version",
+		File:   "store/dynamo/tx.go",
+		From: `	if v != 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, nil, nil, false)`,
+		To: `	if v < 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, nil, nil, false)`,
+		Pkg:   "./store/dynamo",
+		Run:   "^TestConformance$/^Contract$/^Delete$",
+		Needs: dynamodb,
 	},
 
 	// Firestore.
@@ -319,6 +453,64 @@ var mutations = []mutation{
 			})`,
 		Pkg:   "./store/firestore",
 		Run:   "^TestConformance$/^Contract$/^(RetryOnConflict|ConcurrentUpdate)$",
+		Needs: firestore,
+	},
+	{
+		Name:   "firestore/delete-precondition",
+		Guards: "the Delete of a document fn read goes out with the update time read as its precondition",
+		File:   "store/firestore/tx.go",
+		From:   "			err = t.ftx.Delete(ref, fs.LastUpdateTime(d.updated))",
+		To:     "			err = t.ftx.Delete(ref)",
+		Pkg:    "./store/firestore",
+		Run:    "^TestConformance$/^Contract$/^DeleteOnConflict$",
+		Needs:  firestore,
+	},
+	{
+		Name:   "firestore/read-expiry",
+		Guards: "Read, which answers replays, reports an expired document as absent",
+		File:   "store/firestore/firestore.go",
+		From: `	if !s.live(d) {
+		return 0, backend.ErrNotFound
+	}
+	if err := unmarshal(k, d.data, dst); err != nil {`,
+		To: `	if false {
+		return 0, backend.ErrNotFound
+	}
+	if err := unmarshal(k, d.data, dst); err != nil {`,
+		Pkg:   "./store/firestore",
+		Run:   "^TestConformance$/^Reader$/^Read$",
+		Needs: firestore,
+	},
+	{
+		Name:   "firestore/update-version",
+		Guards: "Update writes only at the version read",
+		File:   "store/firestore/tx.go",
+		From: `	if cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, b, backend.ApplyWriteOptions(opts), false)`,
+		To: `	if v < 0 && cur != v {
+		return backend.ErrConflict
+	}
+	t.put(k, b, backend.ApplyWriteOptions(opts), false)`,
+		Pkg:   "./store/firestore",
+		Run:   "^TestConformance$/^Contract$/^Update$",
+		Needs: firestore,
+	},
+	{
+		Name:   "firestore/delete-version",
+		Guards: "a Delete at a version deletes only the document at that version",
+		File:   "store/firestore/tx.go",
+		From: `	if v != 0 && cur != v {
+		return backend.ErrConflict
+	}
+	if _, ok := t.writes[k]; !ok {`,
+		To: `	if v < 0 && cur != v {
+		return backend.ErrConflict
+	}
+	if _, ok := t.writes[k]; !ok {`,
+		Pkg:   "./store/firestore",
+		Run:   "^TestConformance$/^Contract$/^Delete$",
 		Needs: firestore,
 	},
 	{

@@ -109,12 +109,49 @@ func newStore(t testing.TB, c *dynamodb.Client, opts *dynamo.Options) *dynamo.St
 
 func TestConformance(t *testing.T) {
 	endpoint(t)
+	// The native writes go to a table of the server's own.
+	native := newTable(t, client(t))
+	createTable(t, client(t), native, "id")
+	nativeWrites := func(tx idem.Tx) (*dynamo.Writes, error) {
+		var w *dynamo.Writes
+		if !tx.As(&w) {
+			return nil, errors.New("As(**dynamo.Writes) = false")
+		}
+		return w, nil
+	}
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
 			return newStore(t, client(t), &dynamo.Options{Now: now})
 		},
 		MaxDocumentBytes:    dynamo.MaxItemBytes - 2<<10,
 		MaxTransactionItems: dynamo.MaxTransactionItems,
+		Reader:              true,
+		As:                  []any{new(*dynamo.Writes)},
+		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
+			w, err := nativeWrites(tx)
+			if err != nil {
+				return err
+			}
+			return w.Add(types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(native),
+				Item:      map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+			}})
+		},
+		AsRead: func(ctx context.Context, tx idem.Tx, id string) (bool, error) {
+			w, err := nativeWrites(tx)
+			if err != nil {
+				return false, err
+			}
+			out, err := w.Client().GetItem(ctx, &dynamodb.GetItemInput{
+				TableName:      aws.String(native),
+				Key:            map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+				ConsistentRead: aws.Bool(true),
+			})
+			if err != nil {
+				return false, err
+			}
+			return out.Item != nil, nil
+		},
 	})
 }
 
@@ -274,5 +311,42 @@ func TestWritesOwnCondition(t *testing.T) {
 	}
 	if _, err := s.Read(ctx, idem.Key{Collection: "docs", ID: "second"}, nil); !errors.Is(err, idem.ErrNotFound) {
 		t.Fatalf("Read of the document of the failed transaction = %v, want ErrNotFound", err)
+	}
+}
+
+// TestBlindWriteRisesPastAnotherProcess: a write of an item fn did not read
+// gets a version above the item's, also when another process, whose clock
+// is an hour ahead of this one's, wrote it: the write's condition (its
+// version above the stored one) fails, the store raises its clock past the
+// version it met, and writes again. Versions never go down.
+func TestBlindWriteRisesPastAnotherProcess(t *testing.T) {
+	c := client(t)
+	s := newStore(t, c, nil)
+	ctx := context.Background()
+	k := idem.Key{Collection: "docs", ID: "ahead"}
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k.Collection + "#" + k.StoredID()}}
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: map[string]types.AttributeValue{
+		"pk":  key["pk"],
+		"ver": &types.AttributeValueMemberN{Value: fmt.Sprint(ahead)},
+		"doc": &types.AttributeValueMemberS{Value: `{"n":1}`},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		return tx.Put(ctx, k, map[string]int{"n": 2})
+	}); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item == nil {
+		t.Fatalf("GetItem: %v", err)
+	}
+	var got int64
+	if n, ok := out.Item["ver"].(*types.AttributeValueMemberN); ok {
+		fmt.Sscan(n.Value, &got)
+	}
+	if doc, _ := out.Item["doc"].(*types.AttributeValueMemberS); doc == nil || doc.Value != `{"n":2}` || got <= ahead {
+		t.Fatalf("after the blind write: version %d (another process wrote %d), document %v; want a higher version and {\"n\":2}", got, ahead, out.Item["doc"])
 	}
 }

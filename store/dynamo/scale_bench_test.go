@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/sdk/internal/storebench"
 	"github.com/idemkit/sdk/store/dynamo"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
-// TestScale is the scale benchmark (storetest.Scale), on demand, on tables
+// TestScale is the scale benchmark (storebench.Scale), on demand, on tables
 // of its own that it deletes at the end:
 //
 //	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 60m ./store/dynamo
@@ -24,11 +24,11 @@ import (
 // measured, the sweep is skipped.
 func TestScale(t *testing.T) {
 	endpoint(t)
-	storetest.Scale(t, storetest.ScaleHarness{
-		New: func(t *testing.T, now func() time.Time) storetest.ScaleStore {
+	storebench.Scale(t, storebench.ScaleHarness{
+		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			c := newClient(t, 3, func(rt http.RoundTripper) http.RoundTripper { return rt })
 			s := newStore(t, c, &dynamo.Options{Now: now})
-			return storetest.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
+			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				return loadOpRecords(ctx, c, s.Table(), n, first)
 			}}
 		},
@@ -40,11 +40,11 @@ func TestScale(t *testing.T) {
 // flight.
 const loadWorkers = 16
 
-// loadOpRecords writes storetest.ScaleRecord 0..n-1 to table as the store
+// loadOpRecords writes storebench.ScaleRecord 0..n-1 to table as the store
 // writes op records (pk, ver, doc, expires_at, expires_ns), 25 items (the
 // most one call takes) per BatchWriteItem, from loadWorkers workers.
 func loadOpRecords(ctx context.Context, c *dynamodb.Client, table string, n int, first time.Time) error {
-	return storetest.LoadInBatches(ctx, n, 25, loadWorkers, func(ctx context.Context, from, to int) error {
+	return storebench.LoadInBatches(ctx, n, 25, loadWorkers, func(ctx context.Context, from, to int) error {
 		return writeBatch(ctx, c, table, from, to, first)
 	})
 }
@@ -54,7 +54,7 @@ func loadOpRecords(ctx context.Context, c *dynamodb.Client, table string, n int,
 func writeBatch(ctx context.Context, c *dynamodb.Client, table string, from, to int, first time.Time) error {
 	var reqs []types.WriteRequest
 	for i := from; i < to; i++ {
-		k, doc, exp, err := storetest.ScaleRecord(i, first)
+		k, doc, exp, err := storebench.ScaleRecord(i, first)
 		if err != nil {
 			return err
 		}
@@ -91,5 +91,5 @@ func TestScaleLoad(t *testing.T) {
 	if err := loadOpRecords(t.Context(), c, s.Table(), 30, first); err != nil {
 		t.Fatal(err)
 	}
-	storetest.CheckScaleLoad(t, s, 30, first)
+	storebench.CheckScaleLoad(t, s, 30, first)
 }

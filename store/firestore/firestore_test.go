@@ -2,6 +2,7 @@ package firestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	fs "cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/internal/testenv"
@@ -108,6 +111,8 @@ func newStoreOn(t testing.TB, c *fs.Client, opts *idemfs.Options) *idemfs.Store 
 
 func TestConformance(t *testing.T) {
 	emulatorHost(t)
+	// The native writes go to a collection of the server's own.
+	native := newClient(t).Collection("native")
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
 			return newStore(t, &idemfs.Options{Now: now, MaxDocumentBytes: 64 << 10})
@@ -123,5 +128,34 @@ func TestConformance(t *testing.T) {
 		// until the emulator's "Transaction lock timeout" (about 2 s), and
 		// at 8 a run lost 4 of 8 concurrent merges after 100 attempts each.
 		Concurrency: 8,
+		Reader:      true,
+		As:          []any{new(*fs.Transaction)},
+		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
+			ftx, err := nativeTx(tx)
+			if err != nil {
+				return err
+			}
+			return ftx.Create(native.Doc(id), map[string]any{"n": 1})
+		},
+		AsRead: func(ctx context.Context, tx idem.Tx, id string) (bool, error) {
+			ftx, err := nativeTx(tx)
+			if err != nil {
+				return false, err
+			}
+			d, err := ftx.Get(native.Doc(id))
+			if status.Code(err) == codes.NotFound {
+				return false, nil
+			}
+			return d.Exists(), err
+		},
 	})
+}
+
+// nativeTx returns tx's Firestore transaction.
+func nativeTx(tx idem.Tx) (*fs.Transaction, error) {
+	var ftx *fs.Transaction
+	if !tx.As(&ftx) {
+		return nil, errors.New("As(**firestore.Transaction) = false")
+	}
+	return ftx, nil
 }

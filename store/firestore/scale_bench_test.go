@@ -11,11 +11,11 @@ import (
 
 	fs "cloud.google.com/go/firestore"
 
+	"github.com/idemkit/sdk/internal/storebench"
 	idemfs "github.com/idemkit/sdk/store/firestore"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
-// TestScale is the scale benchmark (storetest.Scale), on demand, each store
+// TestScale is the scale benchmark (storebench.Scale), on demand, each store
 // in a project (a database) of its own on the emulator, cleared at the end.
 // The emulator keeps every document in its JVM heap (about 2.8 KB a loaded
 // record); docs/sweep.md says what sizes fit. Run it on an emulator of its
@@ -29,14 +29,14 @@ import (
 // calls are measured, the sweep is skipped.
 func TestScale(t *testing.T) {
 	emulatorHost(t)
-	storetest.Scale(t, storetest.ScaleHarness{
-		New: func(t *testing.T, now func() time.Time) storetest.ScaleStore {
+	storebench.Scale(t, storebench.ScaleHarness{
+		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			c := scaleClient(t)
 			s, err := idemfs.New(c, &idemfs.Options{Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return storetest.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
+			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				return loadOpRecords(ctx, c, n, first)
 			}}
 		},
@@ -75,11 +75,11 @@ func scaleClient(t testing.TB) *fs.Client {
 // after the client's deadline.
 const loadWorkers, loadChunk = 8, 200
 
-// loadOpRecords creates storetest.ScaleRecord 0..n-1 as the store writes
+// loadOpRecords creates storebench.ScaleRecord 0..n-1 as the store writes
 // op records of keys without an owner and without a collection prefix
 // (idem_ops/{id}: doc, expiresAt, writtenAt), with BulkWriters.
 func loadOpRecords(ctx context.Context, c *fs.Client, n int, first time.Time) error {
-	return storetest.LoadInBatches(ctx, n, loadChunk, loadWorkers, func(ctx context.Context, from, to int) error {
+	return storebench.LoadInBatches(ctx, n, loadChunk, loadWorkers, func(ctx context.Context, from, to int) error {
 		return writeChunk(ctx, c, from, to, first)
 	})
 }
@@ -89,7 +89,7 @@ func writeChunk(ctx context.Context, c *fs.Client, from, to int, first time.Time
 	bw := c.BulkWriter(ctx)
 	var jobs []*fs.BulkWriterJob
 	for i := from; i < to; i++ {
-		k, doc, exp, err := storetest.ScaleRecord(i, first)
+		k, doc, exp, err := storebench.ScaleRecord(i, first)
 		if err == nil && k.Owner != "" {
 			err = errors.New("a loaded record has an owner")
 		}
@@ -128,5 +128,5 @@ func TestScaleLoad(t *testing.T) {
 	if err := loadOpRecords(t.Context(), c, 30, first); err != nil {
 		t.Fatal(err)
 	}
-	storetest.CheckScaleLoad(t, s, 30, first)
+	storebench.CheckScaleLoad(t, s, 30, first)
 }

@@ -15,5 +15,7 @@ func TestConformance(t *testing.T) {
 			return memory.New(&memory.Options{Now: now})
 		},
 		MaxDocumentBytes: 1 << 20,
+		Reader:           true,
+		Sweeper:          true,
 	})
 }

@@ -8,18 +8,18 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/storebench"
 	"github.com/idemkit/sdk/store/memory"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
-// TestScale is the scale benchmark (storetest.Scale), on demand:
+// TestScale is the scale benchmark (storebench.Scale), on demand:
 //
 //	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 30m ./store/memory
 func TestScale(t *testing.T) {
-	storetest.Scale(t, storetest.ScaleHarness{
-		New: func(t *testing.T, now func() time.Time) storetest.ScaleStore {
+	storebench.Scale(t, storebench.ScaleHarness{
+		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			s := memory.New(&memory.Options{Now: now})
-			return storetest.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
+			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				return loadOpRecords(ctx, s, n, 1000, first)
 			}}
 		},
@@ -39,17 +39,17 @@ func TestScaleLoad(t *testing.T) {
 	if err := loadOpRecords(t.Context(), s, 30, 7, first); err != nil {
 		t.Fatal(err)
 	}
-	storetest.CheckScaleLoad(t, s, 30, first)
+	storebench.CheckScaleLoad(t, s, 30, first)
 }
 
-// loadOpRecords creates storetest.ScaleRecord 0..n-1 in s, as the
+// loadOpRecords creates storebench.ScaleRecord 0..n-1 in s, as the
 // middleware writes op records, in transactions of batch creates from two
 // workers.
 func loadOpRecords(ctx context.Context, s *memory.Store, n, batch int, first time.Time) error {
-	return storetest.LoadInBatches(ctx, n, batch, 2, func(ctx context.Context, from, to int) error {
+	return storebench.LoadInBatches(ctx, n, batch, 2, func(ctx context.Context, from, to int) error {
 		return s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			for i := from; i < to; i++ {
-				k, doc, expires, err := storetest.ScaleRecord(i, first)
+				k, doc, expires, err := storebench.ScaleRecord(i, first)
 				if err != nil {
 					return err
 				}

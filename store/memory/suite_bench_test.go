@@ -4,12 +4,12 @@ import (
 	"testing"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/storebench"
 	"github.com/idemkit/sdk/store/memory"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
-// BenchmarkSuite is the benchmark every store runs (storetest.Benchmark),
+// BenchmarkSuite is the benchmark every store runs (storebench.Benchmark),
 // the source of docs/benchmarks.md.
 func BenchmarkSuite(b *testing.B) {
-	storetest.Benchmark(b, func(b *testing.B) idem.Store { return memory.New(nil) })
+	storebench.Benchmark(b, func(b *testing.B) idem.Store { return memory.New(nil) })
 }

@@ -11,9 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/internal/testenv"
-	"github.com/idemkit/sdk/store/postgres"
 	"github.com/idemkit/sdk/store/storetest"
 )
 
@@ -96,12 +94,7 @@ func TestConformanceBehindPgBouncer(t *testing.T) {
 	pooledURL(t)
 	for _, mode := range pooledModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			storetest.Run(t, storetest.Harness{
-				New: func(t *testing.T, now func() time.Time) idem.Store {
-					return newStore(t, pooledPool(t, 8, mode), &postgres.Options{Now: now, MaxDocumentBytes: 64 << 10})
-				},
-				MaxDocumentBytes: 64 << 10,
-			})
+			storetest.Run(t, harness(t, func(t *testing.T) *pgxpool.Pool { return pooledPool(t, 8, mode) }))
 		})
 	}
 }

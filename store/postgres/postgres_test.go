@@ -107,12 +107,42 @@ func newStore(t testing.TB, pool *pgxpool.Pool, opts *postgres.Options) *postgre
 
 func TestConformance(t *testing.T) {
 	serverURL(t)
-	storetest.Run(t, storetest.Harness{
+	storetest.Run(t, harness(t, func(t *testing.T) *pgxpool.Pool { return newPool(t, 8) }))
+}
+
+// harness is the conformance suite's harness on pools that pool connects.
+// Its native writes go to a table of the server's own (idemkit_native),
+// through the Querier, and are read back through the pgx.Tx.
+func harness(t *testing.T, pool func(t *testing.T) *pgxpool.Pool) storetest.Harness {
+	if _, err := pool(t).Exec(t.Context(), `CREATE TABLE IF NOT EXISTS idemkit_native (id text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
-			return newStore(t, newPool(t, 8), &postgres.Options{Now: now, MaxDocumentBytes: 64 << 10})
+			return newStore(t, pool(t), &postgres.Options{Now: now, MaxDocumentBytes: 64 << 10})
 		},
 		MaxDocumentBytes: 64 << 10,
-	})
+		Reader:           true,
+		Sweeper:          true,
+		As:               []any{new(pgx.Tx), new(postgres.Querier)},
+		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
+			var q postgres.Querier
+			if !tx.As(&q) {
+				return errors.New("As(*postgres.Querier) = false")
+			}
+			_, err := q.Exec(ctx, `INSERT INTO idemkit_native (id) VALUES ($1)`, id)
+			return err
+		},
+		AsRead: func(ctx context.Context, tx idem.Tx, id string) (bool, error) {
+			var ptx pgx.Tx
+			if !tx.As(&ptx) {
+				return false, errors.New("As(*pgx.Tx) = false")
+			}
+			var n int
+			err := ptx.QueryRow(ctx, `SELECT count(*) FROM idemkit_native WHERE id = $1`, id).Scan(&n)
+			return n == 1, err
+		},
+	}
 }
 
 // TestConformanceSimpleProtocol: a pool that sends no prepared statements
@@ -120,13 +150,9 @@ func TestConformance(t *testing.T) {
 // either, and the store passes the contract and middleware suites on it.
 func TestConformanceSimpleProtocol(t *testing.T) {
 	needsDirect(t, "reads pg_prepared_statements of the store's session")
-	storetest.Run(t, storetest.Harness{
-		New: func(t *testing.T, now func() time.Time) idem.Store {
-			pool := newPoolMode(t, 8, pgx.QueryExecModeSimpleProtocol)
-			return newStore(t, pool, &postgres.Options{Now: now, MaxDocumentBytes: 64 << 10})
-		},
-		MaxDocumentBytes: 64 << 10,
-	})
+	storetest.Run(t, harness(t, func(t *testing.T) *pgxpool.Pool {
+		return newPoolMode(t, 8, pgx.QueryExecModeSimpleProtocol)
+	}))
 	pool := newPoolMode(t, 1, pgx.QueryExecModeSimpleProtocol)
 	s := newStore(t, pool, nil)
 	k := idem.Key{Collection: "docs", ID: "k"}

@@ -6,23 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/sdk/internal/storebench"
 	"github.com/idemkit/sdk/store/postgres"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
-// TestScale is the scale benchmark (storetest.Scale), on demand, on tables
+// TestScale is the scale benchmark (storebench.Scale), on demand, on tables
 // of its own that it drops at the end:
 //
 //	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 60m ./store/postgres
 func TestScale(t *testing.T) {
 	serverURL(t)
-	storetest.Scale(t, storetest.ScaleHarness{
-		New: func(t *testing.T, now func() time.Time) storetest.ScaleStore {
+	storebench.Scale(t, storebench.ScaleHarness{
+		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			pool := newPool(t, 8)
 			s := newStore(t, pool, &postgres.Options{Now: now})
 			// The version sequence is named after the table.
 			seq := strings.TrimSuffix(s.Table(), `"`) + `_version_seq"`
-			return storetest.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
+			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				// Rows shaped like op records: a random-looking 64-hex-digit
 				// id, a document of about 200 bytes.
 				if _, err := pool.Exec(ctx, `INSERT INTO `+s.Table()+` (collection, id, version, doc, expires_at)

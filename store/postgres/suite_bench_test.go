@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/store/storetest"
+	"github.com/idemkit/sdk/internal/storebench"
 )
 
-// BenchmarkSuite is the benchmark every store runs (storetest.Benchmark),
+// BenchmarkSuite is the benchmark every store runs (storebench.Benchmark),
 // the source of docs/benchmarks.md.
 func BenchmarkSuite(b *testing.B) {
-	storetest.Benchmark(b, func(b *testing.B) idem.Store { return newStore(b, newPool(b, 32), nil) })
+	storebench.Benchmark(b, func(b *testing.B) idem.Store { return newStore(b, newPool(b, 32), nil) })
 }

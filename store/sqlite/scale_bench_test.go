@@ -7,19 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/sdk/internal/storebench"
 	"github.com/idemkit/sdk/store/sqlite"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
-// TestScale is the scale benchmark (storetest.Scale), on demand:
+// TestScale is the scale benchmark (storebench.Scale), on demand:
 //
 //	IDEMKIT_SCALE=1 go test -count=1 -run TestScale -v -timeout 30m ./store/sqlite
 func TestScale(t *testing.T) {
-	storetest.Scale(t, storetest.ScaleHarness{
-		New: func(t *testing.T, now func() time.Time) storetest.ScaleStore {
+	storebench.Scale(t, storebench.ScaleHarness{
+		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			path := filepath.Join(t.TempDir(), "scale.db")
 			s := open(t, path, &sqlite.Options{Now: now})
-			return storetest.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
+			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				return loadOpRecords(ctx, path, n, first)
 			}}
 		},

@@ -35,7 +35,37 @@ func TestConformance(t *testing.T) {
 		},
 		MaxDocumentBytes: maxDoc,
 		Serialized:       true,
+		Reader:           true,
+		Sweeper:          true,
+		As:               []any{new(*sql.Conn)},
+		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
+			conn, err := nativeConn(ctx, tx)
+			if err == nil {
+				_, err = conn.ExecContext(ctx, `INSERT INTO native (id) VALUES (?)`, id)
+			}
+			return err
+		},
+		AsRead: func(ctx context.Context, tx idem.Tx, id string) (bool, error) {
+			conn, err := nativeConn(ctx, tx)
+			if err != nil {
+				return false, err
+			}
+			var n int
+			err = conn.QueryRowContext(ctx, `SELECT count(*) FROM native WHERE id = ?`, id).Scan(&n)
+			return n == 1, err
+		},
 	})
+}
+
+// nativeConn returns tx's connection, with a table of the server's own
+// (native) in the database file: the conformance suite's native writes.
+func nativeConn(ctx context.Context, tx idem.Tx) (*sql.Conn, error) {
+	var conn *sql.Conn
+	if !tx.As(&conn) {
+		return nil, errors.New("As(**sql.Conn) = false")
+	}
+	_, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS native (id TEXT PRIMARY KEY)`)
+	return conn, err
 }
 
 type note struct {

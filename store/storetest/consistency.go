@@ -175,10 +175,10 @@ func runConsistency(t *testing.T, h Harness) {
 
 	t.Run("SweepRefusesANonPositiveLimit", func(t *testing.T) {
 		t.Parallel()
-		sw, ok := h.New(t, time.Now).(backend.Sweeper)
-		if !ok {
-			t.Skip("store has no Sweeper")
+		if !h.Sweeper {
+			t.Skip("the harness declares no backend.Sweeper")
 		}
+		sw := capability[backend.Sweeper](t, h.New(t, time.Now))
 		for _, limit := range []int{0, -1} {
 			if _, err := sw.Sweep(ctx, limit); err == nil {
 				t.Errorf("Sweep(%d) = nil error", limit)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +158,7 @@ func runContract(t *testing.T, h Harness) {
 	t.Run("ConcurrentCreate", func(t *testing.T) { t.Parallel(); testConcurrentCreate(t, h) })
 	t.Run("ConcurrentUpdate", func(t *testing.T) { t.Parallel(); testConcurrentUpdate(t, h) })
 	t.Run("RetryOnConflict", func(t *testing.T) { t.Parallel(); testRetryOnConflict(t, h) })
+	t.Run("DeleteOnConflict", func(t *testing.T) { t.Parallel(); testDeleteOnConflict(t, h) })
 	t.Run("RetryOnConflictError", func(t *testing.T) { t.Parallel(); testRetryOnConflictError(t, h) })
 	t.Run("ConflictBounded", func(t *testing.T) { t.Parallel(); testConflictBounded(t, h) })
 	t.Run("FnError", func(t *testing.T) { t.Parallel(); testFnError(t, h) })
@@ -493,7 +493,8 @@ func testOwner(t *testing.T, h Harness) {
 	docs = append(docs, keyedDoc{alice, contractDoc{N: 31, S: "alice"}})
 	wantAll("after one transaction wrote two owners' documents")
 
-	if r, ok := c.s.(backend.Reader); ok {
+	if h.Reader {
+		r := capability[backend.Reader](t, c.s)
 		for _, e := range docs {
 			var got contractDoc
 			if _, err := r.Read(t.Context(), e.k, &got); err != nil || got != e.d {
@@ -524,8 +525,8 @@ func testOwner(t *testing.T, h Harness) {
 			t.Fatalf("%s: the test's key is valid (%v)", tc.name, err)
 		}
 		c.wantInvalid(tc.name, k)
-		if r, ok := c.s.(backend.Reader); ok {
-			if _, err := r.Read(t.Context(), k, nil); !errors.Is(err, backend.ErrInvalidKey) {
+		if h.Reader {
+			if _, err := capability[backend.Reader](t, c.s).Read(t.Context(), k, nil); !errors.Is(err, backend.ErrInvalidKey) {
 				t.Fatalf("%s: Read: %v, want ErrInvalidKey", tc.name, err)
 			}
 		}
@@ -656,69 +657,121 @@ func testRetryOnConflict(t *testing.T, h Harness) {
 	c := newContract(t, h)
 	k := ckey("retry")
 	wantErr(t, "Create", c.create(k, contractDoc{N: 1}), nil)
-
-	// Attempt 1 reads k, then another transaction adds 1 to it; this one
-	// adds 10 to what it read. Without a retry the other's +1 is lost.
-	var attempts atomic.Int32
-	otherDone := make(chan error, 1)
-	err := c.s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
-		n := attempts.Add(1)
-		var d contractDoc
-		if _, err := tx.Get(ctx, k, &d); err != nil {
-			return err
-		}
-		if n == 1 {
-			go func() {
-				otherDone <- c.s.Run(t.Context(), func(ctx context.Context, tx idem.Tx) error {
-					var d contractDoc
-					v, err := tx.Get(ctx, k, &d)
-					if err != nil {
-						return err
-					}
-					d.N++
-					return tx.Update(ctx, k, v, d)
-				})
-			}()
-			wait := 10 * time.Second
-			if h.Serialized {
-				// The other transaction waits for this one; waiting the
-				// whole way would deadlock.
-				wait = 200 * time.Millisecond
-			}
-			select {
-			case err := <-otherDone:
-				otherDone <- err
-				if err != nil {
-					return fmt.Errorf("concurrent writer: %w", err)
-				}
-			case <-time.After(wait):
-				if !h.Serialized {
-					return errors.New("concurrent writer did not finish in time")
-				}
-			}
-		}
+	// This one adds 10 to what it read. Without a retry the other's +1 is
+	// lost.
+	attempts, otherErr := c.writeAfterOtherWrite(h, k, func(ctx context.Context, tx idem.Tx, d contractDoc, v idem.Version) error {
 		d.N += 10
 		// An unconditional write: only the commit's check of what fn read
 		// can notice that the other writer got in between.
 		return tx.Put(ctx, k, d)
 	})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
+	if otherErr != nil {
+		t.Fatalf("concurrent writer: %v", otherErr)
 	}
-	select {
-	case err := <-otherDone:
-		if err != nil {
-			t.Fatalf("concurrent writer: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("concurrent writer never finished")
-	}
-	if !h.Serialized && attempts.Load() < 2 {
-		t.Fatalf("fn ran %d time(s); a document it read changed before commit, so it must run again", attempts.Load())
+	if !h.Serialized && attempts < 2 {
+		t.Fatalf("fn ran %d time(s); a document it read changed before commit, so it must run again", attempts)
 	}
 	if d, _ := c.mustGet(k); d.N != 12 {
 		t.Fatalf("document is %d, want 12 (1, +1 by the other writer, +10): a write was lost", d.N)
 	}
+}
+
+// testDeleteOnConflict: a Delete at the version fn read, of a document
+// another transaction changed before the commit, is not committed: fn runs
+// again and sees the change.
+func testDeleteOnConflict(t *testing.T, h Harness) {
+	c := newContract(t, h)
+	k := ckey("delete-retry")
+	wantErr(t, "Create", c.create(k, contractDoc{N: 1}), nil)
+	// This one deletes k only while it is at N=1.
+	attempts, otherErr := c.writeAfterOtherWrite(h, k, func(ctx context.Context, tx idem.Tx, d contractDoc, v idem.Version) error {
+		if d.N != 1 {
+			return nil
+		}
+		return tx.Delete(ctx, k, v)
+	})
+	if h.Serialized && errors.Is(otherErr, idem.ErrNotFound) {
+		// The other transaction ran after this one, which deleted k.
+		c.mustAbsent(k)
+		return
+	}
+	if otherErr != nil {
+		t.Fatalf("concurrent writer: %v", otherErr)
+	}
+	if !h.Serialized && attempts < 2 {
+		t.Fatalf("fn ran %d time(s); the document it deleted changed before commit, so it must run again", attempts)
+	}
+	if d, _ := c.mustGet(k); d.N != 2 {
+		t.Fatalf("document is %+v, want N=2: a Delete went out over a change it had not read", d)
+	}
+}
+
+// writeAfterOtherWrite runs fn in a transaction: fn reads k, and on the
+// first attempt another transaction adds 1 to k (otherIncrement) before fn
+// calls write with what it read. It returns how many times fn ran and the
+// other transaction's error.
+func (c *contract) writeAfterOtherWrite(h Harness, k idem.Key, write func(ctx context.Context, tx idem.Tx, d contractDoc, v idem.Version) error) (int, error) {
+	c.t.Helper()
+	attempts := 0
+	var other func() error
+	c.run(func(ctx context.Context, tx idem.Tx) error {
+		attempts++
+		var d contractDoc
+		v, err := tx.Get(ctx, k, &d)
+		if err != nil {
+			return err
+		}
+		if attempts == 1 {
+			if other, err = c.otherIncrement(h, k); err != nil {
+				return err
+			}
+		}
+		return write(ctx, tx, d, v)
+	})
+	return attempts, other()
+}
+
+// otherIncrement runs another transaction that adds 1 to k's N and waits
+// for it to commit, from inside fn; on a Serialized store, where it waits
+// for fn's transaction, it waits only briefly. The function it returns
+// waits for the other transaction to end and returns its error.
+func (c *contract) otherIncrement(h Harness, k idem.Key) (func() error, error) {
+	done := make(chan error, 1)
+	go func() {
+		done <- c.s.Run(c.t.Context(), func(ctx context.Context, tx idem.Tx) error {
+			var d contractDoc
+			v, err := tx.Get(ctx, k, &d)
+			if err != nil {
+				return err
+			}
+			d.N++
+			return tx.Update(ctx, k, v, d)
+		})
+	}()
+	wait := func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("the other transaction never finished")
+		}
+	}
+	if h.Serialized {
+		select {
+		case err := <-done:
+			done <- err
+			return wait, err
+		case <-time.After(200 * time.Millisecond):
+			// The other transaction waits for this one; waiting the
+			// whole way would deadlock.
+			return wait, nil
+		}
+	}
+	if err := wait(); err != nil {
+		return wait, fmt.Errorf("concurrent writer: %w", err)
+	}
+	return wait, nil
 }
 
 func testRetryOnConflictError(t *testing.T, h Harness) {
@@ -1045,11 +1098,11 @@ func testLimitRollsBackTx(t *testing.T, h Harness) {
 }
 
 func testSweep(t *testing.T, h Harness) {
-	c := newContract(t, h)
-	sw, ok := c.s.(backend.Sweeper)
-	if !ok {
-		t.Skip("store does not implement backend.Sweeper")
+	if !h.Sweeper {
+		t.Skip("the harness declares no backend.Sweeper")
 	}
+	c := newContract(t, h)
+	sw := capability[backend.Sweeper](t, c.s)
 	now := c.clock.Now()
 	// Five documents expire by now+10s (one exactly then), three do not.
 	for i := range 5 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
@@ -126,4 +127,134 @@ func (s *gaveUp) Run(ctx context.Context, fn func(ctx context.Context, tx idem.T
 		return err
 	}
 	return fmt.Errorf("%w: %w", idem.ErrConflict, errGaveUp)
+}
+
+// writeChecksOnly is a store whose commit checks only the conditions of the
+// writes themselves (a Create's absence, an Update's or a conditional
+// Delete's version), not that what fn read is unchanged: fn's reads are
+// served from the committed state outside any transaction, and its writes
+// are applied after fn returns, in a transaction of their own. Code that
+// reads and then writes keeps its guarantee here only if the write is
+// conditional on what it read: a blind write loses a concurrent writer's
+// change. afterRead, when set, is called after each of fn's reads; the
+// cases use it to make two callers read before either writes.
+type writeChecksOnly struct {
+	idem.Store
+	afterRead func(k idem.Key)
+}
+
+// errWriteCondition marks a write whose condition failed when the writes
+// were applied: fn is called again, as a store calls it again after its
+// commit lost a race.
+var errWriteCondition = errors.New("storetest: a write's condition failed at commit")
+
+func (s *writeChecksOnly) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	const attempts = 100
+	for attempt := 1; ; attempt++ {
+		tx := &writesAtEnd{s: s, wrote: map[idem.Key]bool{}}
+		err := fn(ctx, tx)
+		if err == nil {
+			err = s.Store.Run(ctx, func(ctx context.Context, inner idem.Tx) error {
+				for _, w := range tx.writes {
+					if err := w(ctx, inner); err != nil {
+						// Not wrapping the store's error: Run must not
+						// retry the writes alone.
+						return fmt.Errorf("%w: %v", errWriteCondition, err)
+					}
+				}
+				return nil
+			})
+		}
+		if attempt == attempts || !(errors.Is(err, errWriteCondition) || errors.Is(err, idem.ErrConflict)) {
+			return err
+		}
+		if err := backend.Backoff(ctx, attempt, time.Millisecond, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// writesAtEnd is a transaction of writeChecksOnly.
+type writesAtEnd struct {
+	s      *writeChecksOnly
+	wrote  map[idem.Key]bool
+	writes []func(ctx context.Context, tx idem.Tx) error
+}
+
+// Get reads the committed state.
+func (t *writesAtEnd) Get(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	v, err := t.read(ctx, k, dst)
+	if t.s.afterRead != nil {
+		t.s.afterRead(k)
+	}
+	return v, err
+}
+
+// read reads k's committed state. The cases read no key after writing it.
+func (t *writesAtEnd) read(ctx context.Context, k idem.Key, dst any) (idem.Version, error) {
+	if t.wrote[k] {
+		return 0, fmt.Errorf("storetest: writeChecksOnly reads no key after writing it (%s)", k)
+	}
+	var v idem.Version
+	err := t.s.Store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		var err error
+		v, err = tx.Get(ctx, k, dst)
+		return err
+	})
+	return v, err
+}
+
+// write checks cond against the committed state now, as a store checks a
+// write when it is made, and queues w to run, with its own checks, after
+// fn.
+func (t *writesAtEnd) write(ctx context.Context, k idem.Key, cond func(v idem.Version, err error) error, w func(ctx context.Context, tx idem.Tx) error) error {
+	if cond != nil {
+		v, err := t.read(ctx, k, nil)
+		if err != nil && !errors.Is(err, idem.ErrNotFound) {
+			return err
+		}
+		if err := cond(v, err); err != nil {
+			return err
+		}
+	}
+	t.wrote[k] = true
+	t.writes = append(t.writes, w)
+	return nil
+}
+
+func (t *writesAtEnd) Create(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
+	return t.write(ctx, k, func(v idem.Version, err error) error {
+		if err == nil {
+			return idem.ErrExists
+		}
+		return nil
+	}, func(ctx context.Context, tx idem.Tx) error { return tx.Create(ctx, k, doc, opts...) })
+}
+
+func (t *writesAtEnd) Put(ctx context.Context, k idem.Key, doc any, opts ...backend.WriteOption) error {
+	return t.write(ctx, k, nil, func(ctx context.Context, tx idem.Tx) error { return tx.Put(ctx, k, doc, opts...) })
+}
+
+func (t *writesAtEnd) Update(ctx context.Context, k idem.Key, v idem.Version, doc any, opts ...backend.WriteOption) error {
+	return t.write(ctx, k, atVersion(v), func(ctx context.Context, tx idem.Tx) error { return tx.Update(ctx, k, v, doc, opts...) })
+}
+
+func (t *writesAtEnd) Delete(ctx context.Context, k idem.Key, v idem.Version) error {
+	return t.write(ctx, k, atVersion(v), func(ctx context.Context, tx idem.Tx) error { return tx.Delete(ctx, k, v) })
+}
+
+func (t *writesAtEnd) As(target any) bool { return false }
+
+// atVersion is the condition of an Update or a Delete at v (0: any
+// version, for a Delete).
+func atVersion(v idem.Version) func(idem.Version, error) error {
+	return func(cur idem.Version, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case v != 0 && cur != v:
+			return idem.ErrConflict
+		}
+		return nil
+	}
 }

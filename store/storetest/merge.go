@@ -106,7 +106,8 @@ func runMerge(t *testing.T, h Harness) {
 	t.Run("StartsDifferBothOrders", func(t *testing.T) { testMergeStartsDiffer(t, h) })
 	t.Run("ReplayDoesNotWrite", func(t *testing.T) { testMergeReplay(t, h) })
 	t.Run("CreatesAbsentRecord", func(t *testing.T) { testMergeCreate(t, h) })
-	t.Run("ConcurrentApplyLosesNothing", func(t *testing.T) { testMergeConcurrent(t, h) })
+	t.Run("ConcurrentApplyLosesNothing", func(t *testing.T) { testMergeConcurrent(t, h, false) })
+	t.Run("ConcurrentApplyWritesConditionally", func(t *testing.T) { testMergeConcurrent(t, h, true) })
 }
 
 // mergeStore is one merge subtest's store.
@@ -297,10 +298,16 @@ func testMergeCreate(t *testing.T, h Harness) {
 // transaction; every stop must be on the session afterwards. Each first
 // attempt waits after its read until all n have read (or briefly, on stores
 // that run one transaction at a time), so the transactions really overlap
-// and the conditional write and the retry are what keep every stop.
-func testMergeConcurrent(t *testing.T, h Harness) {
+// and the conditional write and the retry are what keep every stop. With
+// writeChecks the store checks only the writes' own conditions
+// (writeChecksOnly), so that Apply's write at the version it read alone
+// keeps every stop.
+func testMergeConcurrent(t *testing.T, h Harness, writeChecks bool) {
 	n := h.goroutines(16)
 	m := newMergeStore(t, h, true)
+	if writeChecks {
+		m.s = &writeChecksOnly{Store: m.s}
+	}
 	var attempts, reached atomic.Int64
 	allRead := make(chan struct{})
 	errs := make([]error, n)
@@ -331,7 +338,7 @@ func testMergeConcurrent(t *testing.T, h Harness) {
 			t.Errorf("Apply %d: %v", i, err)
 		}
 	}
-	if !h.Serialized && attempts.Load() <= int64(n) {
+	if (writeChecks || !h.Serialized) && attempts.Load() <= int64(n) {
 		t.Errorf("%d attempts for %d overlapping merges: no transaction lost a race, so the test proved nothing", attempts.Load(), n)
 	}
 	raw, _ := m.raw()

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
@@ -25,9 +24,10 @@ import (
 // on every backend.
 func runMiddleware(t *testing.T, h Harness) {
 	runMiddlewareSuite(t, h)
-	if _, ok := h.New(t, time.Now).(backend.Reader); ok {
+	if h.Reader {
 		t.Run("WithoutReader", func(t *testing.T) {
 			plain := h
+			plain.Reader = false
 			plain.New = func(t *testing.T, now func() time.Time) idem.Store { return noReader{h.New(t, now)} }
 			runMiddlewareSuite(t, plain)
 		})
@@ -456,6 +456,10 @@ func mwBadInputRefusedAndWritesNothing(t *testing.T, h Harness) {
 		{"argument and meta differ", "add_note", map[string]any{"text": secret, "op_id": "a-" + secret}, mcp.Meta{idem.MetaOpID: "b-" + secret}, idem.CodeInvalidOpID},
 		{"close without id", "close_session", map[string]any{}, nil, idem.CodeAmbiguousTarget},
 		{"queued close without id", "close_session", map[string]any{"op_id": "q-1"}, nil, idem.CodeAmbiguousTarget},
+		// The schema's refusals, which the middleware's fast check of
+		// arguments must leave to the full validator.
+		{"required argument missing", "add_note", map[string]any{"priority": 1, "op_id": "r-1"}, nil, idem.CodeInvalidArguments},
+		{"string below its minLength in code points, not bytes", "set_label", map[string]any{"handle": "h", "status": "éé"}, nil, idem.CodeInvalidArguments},
 	}
 	for _, c := range cases {
 		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args, Meta: c.meta})
@@ -488,7 +492,7 @@ func mwBadInputRefusedAndWritesNothing(t *testing.T, h Harness) {
 		t.Errorf("refused calls ran handlers: add_note %d, set_status %d", f.execs.Load(), f.statuses.Load())
 	}
 	err := f.store.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
-		for _, k := range []idem.Key{{Collection: "closed", ID: "s-1"}, {Collection: "closed", ID: "s-2"}, {Collection: "statuses", ID: "x"}} {
+		for _, k := range []idem.Key{{Collection: "closed", ID: "s-1"}, {Collection: "closed", ID: "s-2"}, {Collection: "statuses", ID: "x"}, {Collection: "statuses", ID: "h"}} {
 			if _, err := tx.Get(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
 				return fmt.Errorf("%s: %v", k, err)
 			}

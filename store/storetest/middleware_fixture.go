@@ -36,7 +36,7 @@ type mwFixture struct {
 	srv   *mcp.Server
 
 	execs    atomic.Int64 // add_note handler runs
-	statuses atomic.Int64 // set_status handler runs
+	statuses atomic.Int64 // set_status and set_label handler runs
 	hooks    atomic.Int64 // add_note AfterCommit hooks run
 	fail     atomic.Value // string: "" or a failMode: how add_note fails
 	// hold, when set before the first call, is called by every add_note
@@ -96,6 +96,11 @@ func (f *mwFixture) newServer() *mcp.Server {
 		append(opts, idem.RequireScope())...)
 	idem.AddTool(srv, &mcp.Tool{Name: "set_status", Description: "Set a handle's status."}, f.store, f.setStatus,
 		idem.Keys("handle"), idem.Clock(f.clock.Now))
+	// A label of 3 to 8 characters (code points, not bytes): a schema with
+	// the keywords the middleware's fast argument check reads.
+	idem.AddTool(srv, &mcp.Tool{Name: "set_label", Description: "Set a handle's label.", InputSchema: json.RawMessage(`{"type":"object",
+		"properties":{"handle":{"type":"string"},"status":{"type":"string","minLength":3,"maxLength":8}},
+		"required":["handle","status"],"additionalProperties":false}`)}, f.store, f.setStatus, idem.Keys("handle"), idem.Clock(f.clock.Now))
 	idem.AddTool(srv, &mcp.Tool{Name: "close_session", Description: "Close a session."}, f.store, closeSession,
 		idem.OpID(), idem.Clock(f.clock.Now))
 	idem.RegisterStatusTool(srv, f.store)

@@ -19,12 +19,12 @@ func runReader(t *testing.T, h Harness) {
 	k := idem.Key{Collection: "reader", ID: "doc"}
 	t.Run("Read", func(t *testing.T) {
 		t.Parallel()
+		if !h.Reader {
+			t.Skip("the harness declares no backend.Reader")
+		}
 		clock := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 		s := h.New(t, clock.Now)
-		r, ok := s.(backend.Reader)
-		if !ok {
-			t.Skip("store has no Reader")
-		}
+		r := capability[backend.Reader](t, s)
 		if _, err := r.Read(ctx, k, nil); !errors.Is(err, idem.ErrNotFound) {
 			t.Fatalf("Read of an absent document: %v, want ErrNotFound", err)
 		}

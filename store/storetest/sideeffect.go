@@ -39,7 +39,9 @@ func runSideEffect(t *testing.T, h Harness) {
 	t.Run("RecoverAbandonedClaim", func(t *testing.T) { seRecoverAbandoned(t, h) })
 	t.Run("RecoverTakeoverIsConditional", func(t *testing.T) { seRecoverTakeover(t, h) })
 	t.Run("RecoverStaleVerdict", func(t *testing.T) { seRecoverStaleVerdict(t, h) })
+	t.Run("ClaimIsAConditionalWrite", func(t *testing.T) { seClaimConditional(t, h) })
 	t.Run("Fencing", func(t *testing.T) { seFencing(t, h) })
+	t.Run("FencedWriteIsConditional", func(t *testing.T) { seFencedConditional(t, h) })
 	t.Run("RolledBackWriteLeavesNoMarker", func(t *testing.T) { seRollback(t, h) })
 	t.Run("RepeatedWritePostsOnce", func(t *testing.T) { seRepeatedWrite(t, h) })
 	t.Run("RecoverPostsPending", func(t *testing.T) { seRecoverPending(t, h) })
@@ -180,6 +182,95 @@ func seConcurrentOnce(t *testing.T, h Harness) {
 	}
 	if keys := seListKeys(t, s, clk, sideeffect.Pending); len(keys) != 0 {
 		t.Errorf("pending markers after done: %v", keys)
+	}
+}
+
+// The claim is a write at the version read, not a read followed by a write:
+// two callers that both read the marker pending, on a store that checks
+// only its writes' own conditions (writeChecksOnly), still post once.
+func seClaimConditional(t *testing.T, h Harness) {
+	inner, clk := seNew(t, h)
+	const key = "claim-conditional"
+	seIntend(t, inner, clk, key, "payload")
+	var reads atomic.Int64
+	bothRead := make(chan struct{})
+	s := &writeChecksOnly{Store: inner, afterRead: func(k idem.Key) {
+		if k.Collection != seMarkerCollection {
+			return
+		}
+		switch reads.Add(1) {
+		case 1:
+			select {
+			case <-bothRead:
+			case <-time.After(5 * time.Second):
+				t.Error("the second caller did not read the marker within 5 s")
+			}
+		case 2:
+			close(bothRead)
+		}
+	}}
+	var p sePoster
+	refs, errs := make([]string, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			refs[i], errs[i] = sideeffect.Once(context.Background(), s, key, p.post, seOpts(clk, sideeffect.Wait(10*time.Second))...)
+		})
+	}
+	wg.Wait()
+	if got := p.calls.Load(); got != 1 {
+		t.Errorf("two callers that both read the marker pending posted %d times, want 1", got)
+	}
+	for i := range 2 {
+		if errs[i] != nil || refs[i] != "ref-1" {
+			t.Errorf("caller %d = %q, %v; want ref-1", i, refs[i], errs[i])
+		}
+	}
+	if m := seGet(t, inner, clk, key); m.State != sideeffect.Done || m.Attempts != 1 {
+		t.Errorf("marker: state %s attempts %d, want done 1", m.State, m.Attempts)
+	}
+}
+
+// seMarkerCollection is where package sideeffect keeps its markers.
+const seMarkerCollection = "idem_markers"
+
+// A claim's late complete writes at the version it read: on a store that
+// checks only its writes' own conditions (writeChecksOnly), owner A's
+// complete that read the marker still claimed by A, before B took it over
+// and completed, is fenced and leaves B's outcome.
+func seFencedConditional(t *testing.T, h Harness) {
+	inner, clk := seNew(t, h)
+	const key = "fenced-conditional"
+	seIntend(t, inner, clk, key, "payload")
+	var takeover atomic.Bool // armed: the next marker read is A's complete's
+	var p sePoster
+	var b sideeffect.Report
+	var bErr error
+	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotCommitted, "", nil
+	}
+	s := &writeChecksOnly{Store: inner, afterRead: func(k idem.Key) {
+		if k.Collection != seMarkerCollection || !takeover.CompareAndSwap(true, false) {
+			return
+		}
+		// Between A's read and A's write, A's lease runs out and B takes
+		// the marker over and posts.
+		clk.Advance(sePastLease)
+		b, bErr = sideeffect.Recover(context.Background(), inner, p.post, notCommitted, seOpts(clk)...)
+	}}
+	postA := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		takeover.Store(true)
+		return "ref-A", nil
+	}
+	ref, err := sideeffect.Once(context.Background(), s, key, postA, seOpts(clk)...)
+	if bErr != nil || !slices.Equal(b.Posted, []string{key}) {
+		t.Fatalf("B's Recover = %+v, %v; want the key posted", b, bErr)
+	}
+	if !errors.Is(err, sideeffect.ErrFenced) || ref != "" {
+		t.Errorf("A's late complete: ref %q err %v, want ErrFenced", ref, err)
+	}
+	if m := seGet(t, inner, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 2 {
+		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 2 (B's)", m.State, m.Ref, m.Attempts)
 	}
 }
 

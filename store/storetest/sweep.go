@@ -24,11 +24,11 @@ type sweepDoc struct {
 // left; documents written later with an earlier expiry than those already
 // swept are found by the next sweep.
 func testSweepManyBatches(t *testing.T, h Harness) {
-	c := newContract(t, h)
-	sw, ok := c.s.(backend.Sweeper)
-	if !ok {
-		t.Skip("store does not implement backend.Sweeper")
+	if !h.Sweeper {
+		t.Skip("the harness declares no backend.Sweeper")
 	}
+	c := newContract(t, h)
+	sw := capability[backend.Sweeper](t, c.s)
 	// More expiring documents than any store deletes in one batch
 	// (PostgreSQL's 100, SQLite's 16).
 	const expiring, never, later = 600, 100, 100
@@ -78,11 +78,11 @@ func testSweepManyBatches(t *testing.T, h Harness) {
 // document written again with a later expiry in the middle of a backlog's
 // sweep stays.
 func testSweepRewritten(t *testing.T, h Harness) {
-	c := newContract(t, h)
-	sw, ok := c.s.(backend.Sweeper)
-	if !ok {
-		t.Skip("store does not implement backend.Sweeper")
+	if !h.Sweeper {
+		t.Skip("the harness declares no backend.Sweeper")
 	}
+	c := newContract(t, h)
+	sw := capability[backend.Sweeper](t, c.s)
 	now := c.clock.Now()
 	var first, then []sweepDoc
 	// The last one expires between the others' first expiry and now: a

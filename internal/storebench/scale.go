@@ -1,4 +1,4 @@
-package storetest
+package storebench
 
 import (
 	"cmp"
@@ -349,8 +349,8 @@ func CheckScaleLoad(t *testing.T, s idem.Store, n int, first time.Time) {
 			t.Fatal(err)
 		}
 		out, _ := json.Marshal(res.StructuredContent)
-		if !replayed(res) || res.IsError || string(out) != `{"id":"n`+strconv.Itoa(i)+`"}` {
-			t.Fatalf("loaded record %d: replayed %v, error %v, output %s", i, replayed(res), res.IsError, out)
+		if res.Meta[idem.MetaReplayed] != true || res.IsError || string(out) != `{"id":"n`+strconv.Itoa(i)+`"}` {
+			t.Fatalf("loaded record %d: replayed %v, error %v, output %s", i, res.Meta[idem.MetaReplayed], res.IsError, out)
 		}
 		for _, id := range made.ids[opID] {
 			if _, err := r.Read(t.Context(), idem.Key{Collection: "notes", ID: id}, nil); !errors.Is(err, idem.ErrNotFound) {

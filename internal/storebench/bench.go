@@ -1,4 +1,10 @@
-package storetest
+// Package storebench measures stores, apart from the conformance suite
+// (store/storetest) that checks them: Benchmark, every store's
+// BenchmarkSuite and the source of docs/benchmarks.md, and Scale, the
+// on-demand scale benchmark of docs/sweep.md, with the helpers the stores'
+// scale tests load their tables with (ScaleRecord, LoadInBatches,
+// CheckScaleLoad).
+package storebench
 
 import (
 	"context"
@@ -21,7 +27,7 @@ import (
 // every store, so that docs/benchmarks.md can set the stores side by side.
 // A store's benchmark file calls it:
 //
-//	func BenchmarkSuite(b *testing.B) { storetest.Benchmark(b, newBenchStore) }
+//	func BenchmarkSuite(b *testing.B) { storebench.Benchmark(b, newBenchStore) }
 //
 // The handler creates one small document under a server-made id (unsafe to
 // repeat without its op id) and is called directly, without an MCP

@@ -1,4 +1,4 @@
-package storetest
+package storebench
 
 import (
 	"context"
@@ -68,17 +68,17 @@ func TestScaleRecord(t *testing.T) {
 	}
 
 	CheckScaleLoad(t, s, 3, first)
-	if res := call("scale1", "other"); errCode(res) != string(idem.CodeKeyReused) || notes("other") != 0 {
-		t.Fatalf("a loaded op id with other arguments: code %q, %d notes committed", errCode(res), notes("other"))
+	if res := call("scale1", "other"); res.Meta[idem.MetaError] != string(idem.CodeKeyReused) || notes("other") != 0 {
+		t.Fatalf("a loaded op id with other arguments: code %q, %d notes committed", res.Meta[idem.MetaError], notes("other"))
 	}
 	// Record 0 has expired (first), record 2 not yet.
 	at := first.Add(time.Microsecond)
 	now.Store(&at)
-	if res := call("scale0", "scale0"); replayed(res) || res.IsError || notes("scale0") != 1 {
-		t.Fatalf("an expired loaded record: replayed %v, error %v, %d notes committed", replayed(res), res.IsError, notes("scale0"))
+	if res := call("scale0", "scale0"); res.Meta[idem.MetaReplayed] == true || res.IsError || notes("scale0") != 1 {
+		t.Fatalf("an expired loaded record: replayed %v, error %v, %d notes committed", res.Meta[idem.MetaReplayed], res.IsError, notes("scale0"))
 	}
-	if res := call("scale2", "scale2"); !replayed(res) || notes("scale2") != 0 {
-		t.Fatalf("a live loaded record after another expired: replayed %v, %d notes committed", replayed(res), notes("scale2"))
+	if res := call("scale2", "scale2"); res.Meta[idem.MetaReplayed] != true || notes("scale2") != 0 {
+		t.Fatalf("a live loaded record after another expired: replayed %v, %d notes committed", res.Meta[idem.MetaReplayed], notes("scale2"))
 	}
 }
 
