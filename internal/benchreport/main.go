@@ -179,7 +179,10 @@ func write(dir string, r *results, machine string) error {
 	}
 
 	p("\n## Throughput of distinct ops\n\n")
-	p("Distinct op ids sent by 1, 8 and 32 goroutines at once through one wrapped handler.\n\n")
+	p("Distinct op ids sent by 1, 8 and 32 goroutines at once through one wrapped handler, after as many\n")
+	p("goroutines have warmed the store up at once. PostgreSQL runs on pgxpool's default pool, max(4, NumCPU)\n")
+	p("connections: on a pool of 32, 32 clients ran at half the rate of 8, each call costing the 2-core\n")
+	p("server about twice the CPU it costs on a pool of 4 (docs/postgres.md, \"Many clients and the pool\").\n\n")
 	p("| store | 1 client | 8 clients | 32 clients |\n|---|---|---|---|\n")
 	for _, s := range stores {
 		var cells []string

@@ -54,7 +54,9 @@ func poolAt(t testing.TB, url string, maxConns int32, mode pgx.QueryExecMode, wr
 	if err != nil {
 		t.Fatalf("parsing the connection string: %v", err)
 	}
-	cfg.MaxConns = maxConns
+	if maxConns > 0 { // 0: pgxpool's default, max(4, runtime.NumCPU())
+		cfg.MaxConns = maxConns
+	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
 	if wrap != nil {
 		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -8,7 +8,10 @@ import (
 )
 
 // BenchmarkSuite is the benchmark every store runs (storebench.Benchmark),
-// the source of docs/benchmarks.md.
+// the source of docs/benchmarks.md. Its pool is pgxpool's default,
+// max(4, runtime.NumCPU()) connections, as a pool sized for the server's
+// cores should be: more connections than the server can run at once only
+// make each call cost it more (BenchmarkPoolSize, docs/postgres.md).
 func BenchmarkSuite(b *testing.B) {
-	storebench.Benchmark(b, func(b *testing.B) idem.Store { return newStore(b, newPool(b, 32), nil) })
+	storebench.Benchmark(b, func(b *testing.B) idem.Store { return newStore(b, newPool(b, 0), nil) })
 }
