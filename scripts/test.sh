@@ -40,7 +40,7 @@ if [ -n "$unformatted" ]; then
 fi
 go list -m -f '{{.Dir}}' | while IFS= read -r dir; do
   (cd "$dir" && go mod tidy -diff) || {
-    echo "test.sh: go.mod or go.sum of $dir is not tidy: run go mod tidy there" >&2
+    echo "test.sh: go mod tidy -diff failed in $dir: run go mod tidy there" >&2
     exit 1
   }
 done
