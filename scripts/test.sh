@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, against real services started here.
 #
-# Checks formatting and go vet, then runs go test -race ./... with a
-# throw-away PostgreSQL on loopback and a PgBouncer in transaction pooling in
-# front of it (scripts/with-postgres.sh and scripts/with-pgbouncer.sh install
-# them with apt-get if the machine lacks them), a DynamoDB Local in memory
+# Checks formatting, that every module's go.mod and go.sum are tidy, and go
+# vet, then runs go test -race over the packages of every module of the
+# workspace (go.work; docs/modules.md) with a throw-away PostgreSQL on
+# loopback and a PgBouncer in transaction pooling in front of it
+# (scripts/with-postgres.sh and scripts/with-pgbouncer.sh install them with
+# apt-get if the machine lacks them), a DynamoDB Local in memory
 # (scripts/with-dynamodb.sh: the jar from npm, on Java 17) and Google's
 # Firestore emulator (scripts/with-firestore.sh; it needs java). The race
-# detector needs cgo, so a C
-# compiler is installed too if missing. The interop tests (interop/) drive
-# the servers with the TypeScript SDK clients of interop/node: its packages
-# are installed with npm ci when node_modules is missing or older than
-# package-lock.json; without node and npm the interop tests skip, or fail
-# when CI is set. A full run (no arguments) then fuzzes every fuzz target for
-# a few seconds (scripts/fuzz.sh) and runs the mutation check
-# (internal/mutation, docs/mutation.md). Extra arguments are go test flags,
-# and skip those two, e.g.
+# detector needs cgo, so a C compiler is installed too if missing. The
+# interop tests (interop/) drive the servers with the TypeScript SDK clients
+# of interop/node: its packages are installed with npm ci when node_modules
+# is missing or older than package-lock.json; without node and npm the
+# interop tests skip, or fail when CI is set. A full run (no arguments) then
+# fuzzes every fuzz target for a few seconds (scripts/fuzz.sh) and runs the
+# mutation check (internal/mutation, docs/mutation.md). Extra arguments are
+# go test flags, and skip those two, e.g.
 #   scripts/test.sh -run Conformance
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,13 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
-go vet ./...
+go list -m -f '{{.Dir}}' | while IFS= read -r dir; do
+  (cd "$dir" && go mod tidy -diff) || {
+    echo "test.sh: go mod tidy -diff failed in $dir: run go mod tidy there" >&2
+    exit 1
+  }
+done
+go vet github.com/idemkit/sdk/...
 
 node_dir=interop/node
 if ! command -v node >/dev/null 2>&1 && [ -n "${CI:-}" ] && [ "$(id -u)" -eq 0 ]; then

@@ -18,7 +18,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idemkit/sdk/internal/canary"
+	"github.com/idemkit/sdk/cmd/idem/internal/canary"
 )
 
 // A subcommand is one "idem NAME": run parses args (what follows NAME) and

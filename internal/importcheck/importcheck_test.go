@@ -27,7 +27,7 @@ var skipDirs = []string{"cmd", "examples", "internal", "interop", "testdata"}
 
 // mustHave are packages the discovery must find, so that a mistake in it
 // cannot make the test pass on an empty list.
-var mustHave = []string{"idem", "merge", "sideeffect", "store/memory", "store/sqlite", "store/postgres"}
+var mustHave = []string{"idem", "merge", "sideeffect", "store/memory", "store/sqlite", "store/postgres", "store/dynamo", "store/firestore"}
 
 // forbidden are packages no library package may depend on: importing them
 // drags test flags (-test.*, -rapid.*) into every server.
@@ -68,8 +68,8 @@ func TestLibraryPackagesCarryNoTestFlags(t *testing.T) {
 		if err := os.WriteFile(mainGo, []byte(src.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// The program is built as if it were a package of the module (so
-		// the module's go.mod resolves its imports), through an overlay:
+		// The program is built as if it were a package of the root module
+		// (so the workspace, go.work, resolves its imports), through an overlay:
 		// nothing is written into the source tree.
 		pkgDir := filepath.Join(root, "internal", "importcheck", "generated")
 		overlay, err := json.Marshal(map[string]any{
@@ -104,7 +104,7 @@ func TestLibraryPackagesCarryNoTestFlags(t *testing.T) {
 	})
 }
 
-// module returns the module's root directory and path.
+// module returns the root module's directory and path.
 func module(t *testing.T, goCmd string) (root, path string) {
 	t.Helper()
 	gomod := strings.TrimSpace(run(t, ".", goCmd, "env", "GOMOD"))
@@ -112,15 +112,22 @@ func module(t *testing.T, goCmd string) (root, path string) {
 		t.Fatal("not inside a module")
 	}
 	root = filepath.Dir(gomod)
-	path = strings.TrimSpace(run(t, root, goCmd, "list", "-m"))
-	return root, path
+	out := run(t, root, goCmd, "list", "-m", "-f", "{{.Dir}} {{.Path}}")
+	for line := range strings.Lines(out) {
+		if dir, p, _ := strings.Cut(strings.TrimSpace(line), " "); dir == root {
+			return root, p
+		}
+	}
+	t.Fatalf("go list -m does not list %s:\n%s", root, out)
+	return "", ""
 }
 
-// libraryPackages lists the module's importable packages that are neither
-// test helpers nor under a skipped directory.
+// libraryPackages lists the importable packages of every module under the
+// root module's path (the nested modules too) that are neither test
+// helpers nor under a skipped directory.
 func libraryPackages(t *testing.T, goCmd, root, modPath string) []string {
 	t.Helper()
-	out := run(t, root, goCmd, "list", "-f", "{{.ImportPath}} {{.Name}}", "./...")
+	out := run(t, root, goCmd, "list", "-f", "{{.ImportPath}} {{.Name}}", modPath+"/...")
 	var pkgs, rels []string
 	for line := range strings.Lines(out) {
 		importPath, name, ok := strings.Cut(strings.TrimSpace(line), " ")

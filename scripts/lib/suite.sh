@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # suite.sh [GO TEST FLAGS]: what scripts/test.sh runs once the services are
-# up: go test -race over every package; then, for a full run (no flags), the
-# fuzz targets for a few seconds each (scripts/fuzz.sh) and the mutation
-# check (internal/mutation: every condition the guarantees rest on, removed
-# one at a time, must fail a test).
+# up: go test -race over every package of every module of the workspace
+# (go.work); then, for a full run (no flags), the fuzz targets for a few
+# seconds each (scripts/fuzz.sh) and the mutation check (internal/mutation:
+# every condition the guarantees rest on, removed one at a time, must fail a
+# test).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-go test -race -count=1 -timeout 45m "$@" ./...
+go test -race -count=1 -timeout 45m "$@" github.com/idemkit/sdk/...
 if [ $# -eq 0 ]; then
   scripts/fuzz.sh
   go run ./internal/mutation

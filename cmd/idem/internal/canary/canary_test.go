@@ -13,8 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/cmd/idem/internal/canary"
 	"github.com/idemkit/sdk/idemclient"
-	"github.com/idemkit/sdk/internal/canary"
 	"github.com/idemkit/sdk/store/memory"
 )
 

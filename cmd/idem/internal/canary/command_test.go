@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/sdk/internal/canary"
+	"github.com/idemkit/sdk/cmd/idem/internal/canary"
 )
 
 func runMain(args ...string) (int, string, string) {
