@@ -166,33 +166,36 @@ var mutations = []mutation{
 		Run: "^TestConformance$/^Merge$",
 	},
 
-	// The memory store.
+	// The buffered transaction (idem/backend/kit) of the memory, DynamoDB
+	// and Firestore stores: its conditions are caught on the memory store.
 	{
-		Name:   "memory/create-if-absent",
+		Name:   "kit/create-if-absent",
 		Guards: "Create fails on a live document",
-		File:   "store/memory/memory.go",
-		From: `	if _, _, live := t.view(k); live {
+		File:   "idem/backend/kit/buffer.go",
+		From: `	if live {
 		return backend.ErrExists
 	}`,
-		To:  `	t.view(k)`,
+		To:  `	_ = live`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
 	},
 	{
-		Name:   "memory/update-version",
+		Name:   "kit/update-version",
 		Guards: "Update writes only at the version read",
-		File:   "store/memory/memory.go",
+		File:   "idem/backend/kit/buffer.go",
 		From: `	if cur != v {
 		return backend.ErrConflict
 	}
-	t.put(k, b, opts)`,
+	b.setOpts(opts)`,
 		To: `	if v < 0 && cur != v {
 		return backend.ErrConflict
 	}
-	t.put(k, b, opts)`,
+	b.setOpts(opts)`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Contract$/^Update$",
 	},
+
+	// The memory store.
 	{
 		Name:   "memory/commit-reads-unchanged",
 		Guards: "a transaction commits only if nothing it read changed",
@@ -343,6 +346,8 @@ var mutations = []mutation{
 		Run:    "^TestConformance$/^(Contract|Middleware)$/^(ConcurrentCreate|ConcurrentAcrossServers)$",
 		Needs:  firestore,
 	},
+
+
 	{
 		Name:   "firestore/create-if-absent",
 		Guards: "Create fails on a live document",
@@ -354,8 +359,7 @@ var mutations = []mutation{
 		Pkg:   "./store/firestore",
 		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
 		Needs: firestore,
-	},
-	{
+	},	{
 		Name:   "dynamo/create-if-absent",
 		Guards: "Create fails on a live item",
 		File:   "store/dynamo/tx.go",
@@ -366,8 +370,7 @@ var mutations = []mutation{
 		Pkg:   "./store/dynamo",
 		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
 		Needs: dynamodb,
-	},
-	// Expiry sweeps: every expired document, in small batches.
+	},	// Expiry sweeps: every expired document, in small batches.
 	{
 		Name:   "postgres/sweep-look-again",
 		Guards: "a sweep that ran out past its position looks once more from the earliest expiry, for documents written later with an earlier one",
