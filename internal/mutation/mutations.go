@@ -296,8 +296,8 @@ var mutations = []mutation{
 		Name:   "dynamo/condition-check",
 		Guards: "an item read and not written is checked unchanged at commit",
 		File:   "store/dynamo/tx.go",
-		From:   "cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = sn.condition()",
-		To:     `_ = sn; cc.ConditionExpression, cc.ExpressionAttributeNames = aws.String("attribute_exists(#k) OR attribute_not_exists(#k)"), map[string]string{"#k": attrKey}`,
+		From:   "cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = condition(r.Version)",
+		To:     `cc.ConditionExpression, cc.ExpressionAttributeNames = aws.String("attribute_exists(#k) OR attribute_not_exists(#k)"), map[string]string{"#k": attrKey}`,
 		Pkg:    "./store/dynamo",
 		Run:    "^TestConformance$/^Consistency$/^NoWriteSkew$",
 		Needs:  dynamodb,
@@ -359,18 +359,8 @@ var mutations = []mutation{
 		Pkg:   "./store/firestore",
 		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
 		Needs: firestore,
-	},	{
-		Name:   "dynamo/create-if-absent",
-		Guards: "Create fails on a live item",
-		File:   "store/dynamo/tx.go",
-		From: `	if live {
-		return backend.ErrExists
-	}`,
-		To:    `	_ = live`,
-		Pkg:   "./store/dynamo",
-		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
-		Needs: dynamodb,
-	},	// Expiry sweeps: every expired document, in small batches.
+	},
+	// Expiry sweeps: every expired document, in small batches.
 	{
 		Name:   "postgres/sweep-look-again",
 		Guards: "a sweep that ran out past its position looks once more from the earliest expiry, for documents written later with an earlier one",
