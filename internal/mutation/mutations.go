@@ -308,7 +308,7 @@ var mutations = []mutation{
 		Name:   "firestore/create-at-commit-live",
 		Guards: "a Create sent with the commit fails over a live document",
 		File:   "store/firestore/tx.go",
-		From:   "			if t.s.live(ds[i]) {\n",
+		From:   "			if ds[i].Live(t.s.opts.Now()) {\n",
 		To:     "			if false {\n",
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^(Reader|Middleware)$/^(CreateAtCommitNeverReplacesALiveDocument|RepeatOnAnotherServer)$",
@@ -318,8 +318,8 @@ var mutations = []mutation{
 		Name:   "firestore/reads-unchanged",
 		Guards: "the documents fn read and does not write are read again in the transaction and must be unchanged",
 		File:   "store/firestore/tx.go",
-		From:   "if was := t.reads[k]; ds[i].exists != was.exists || !ds[i].updated.Equal(was.updated) {",
-		To:     "if was := t.reads[k]; ds[i].exists != was.exists {",
+		From:   "if ds[i].Version != t.ReadOf(k).Version {",
+		To:     "if (ds[i].Version == 0) != (t.ReadOf(k).Version == 0) {",
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^Consistency$/^NoWriteSkew$",
 		Needs:  firestore,
@@ -329,7 +329,7 @@ var mutations = []mutation{
 		Guards: "a document fn read and writes goes out with the update time read as its precondition",
 		File:   "store/firestore/tx.go",
 		From: `				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
-			}, fs.LastUpdateTime(d.updated))`,
+			}, fs.LastUpdateTime(updateTime(r.Version)))`,
 		To: `				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
 			})`,
 		Pkg:   "./store/firestore",
@@ -345,20 +345,6 @@ var mutations = []mutation{
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^(Contract|Middleware)$/^(ConcurrentCreate|ConcurrentAcrossServers)$",
 		Needs:  firestore,
-	},
-
-
-	{
-		Name:   "firestore/create-if-absent",
-		Guards: "Create fails on a live document",
-		File:   "store/firestore/tx.go",
-		From: `	if live {
-		return backend.ErrExists
-	}`,
-		To:    `	_ = live`,
-		Pkg:   "./store/firestore",
-		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
-		Needs: firestore,
 	},
 	// Expiry sweeps: every expired document, in small batches.
 	{
