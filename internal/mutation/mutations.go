@@ -195,6 +195,16 @@ var mutations = []mutation{
 		Run: "^TestConformance$/^Contract$/^Update$",
 	},
 
+	{
+		Name:   "kit/delete-version",
+		Guards: "Delete with a version removes the document only at that version",
+		File:   "idem/backend/kit/buffer.go",
+		From:   "	if v != 0 && cur != v {",
+		To:     "	if v < 0 && cur != v {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Contract$/^Delete$",
+	},
+
 	// The memory store.
 	{
 		Name:   "memory/commit-reads-unchanged",

@@ -20,7 +20,7 @@ var (
 )
 
 // Run implements idem.Store. Each attempt is one client.RunTransaction of
-// one try (fs.MaxAttempts(1)): Run retries itself, with backend.Backoff, so
+// one try (fs.MaxAttempts(1)): Run retries itself, with kit.Retry, so
 // that fn's ErrConflict, an aborted transaction (a lock lost to an older
 // one), a read that changed before the commit and a failed precondition at
 // commit all run fn again, up to Options.MaxAttempts times.

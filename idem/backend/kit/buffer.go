@@ -155,6 +155,19 @@ func (b *Buffer) view(ctx context.Context, k backend.Key) (data []byte, v backen
 	return d.Data, d.Version, d.Live(b.now()), nil
 }
 
+// current returns the version of the live document the transaction sees
+// at k, or ErrNotFound.
+func (b *Buffer) current(ctx context.Context, k backend.Key) (backend.Version, error) {
+	_, v, live, err := b.view(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	if !live {
+		return 0, backend.ErrNotFound
+	}
+	return v, nil
+}
+
 // put records a write of data (nil: a delete) at k with b.opts, in place
 // of an earlier write there.
 func (b *Buffer) put(k backend.Key, data []byte, atCommit bool) {
@@ -241,12 +254,9 @@ func (b *Buffer) Update(ctx context.Context, k backend.Key, v backend.Version, d
 	if err != nil {
 		return err
 	}
-	_, cur, live, err := b.view(ctx, k)
+	cur, err := b.current(ctx, k)
 	if err != nil {
 		return err
-	}
-	if !live {
-		return backend.ErrNotFound
 	}
 	if cur != v {
 		return backend.ErrConflict
@@ -261,12 +271,9 @@ func (b *Buffer) Delete(ctx context.Context, k backend.Key, v backend.Version) e
 	if err := b.Check(k); err != nil {
 		return err
 	}
-	_, cur, live, err := b.view(ctx, k)
+	cur, err := b.current(ctx, k)
 	if err != nil {
 		return err
-	}
-	if !live {
-		return backend.ErrNotFound
 	}
 	if v != 0 && cur != v {
 		return backend.ErrConflict
