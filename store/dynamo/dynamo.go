@@ -85,6 +85,8 @@ type Store struct {
 var (
 	_ backend.Store  = (*Store)(nil)
 	_ backend.Reader = (*Store)(nil)
+	_ backend.Tx     = (*tx)(nil)
+	_ kit.Source     = (*tx)(nil)
 )
 
 // New returns a Store that keeps its documents in table; nil opts means the

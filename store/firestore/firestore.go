@@ -96,6 +96,8 @@ type Store struct {
 var (
 	_ backend.Store  = (*Store)(nil)
 	_ backend.Reader = (*Store)(nil)
+	_ backend.Tx     = (*tx)(nil)
+	_ kit.Source     = (*tx)(nil)
 )
 
 var validPrefix = regexp.MustCompile(`^([A-Za-z0-9-][A-Za-z0-9_-]{0,63})?$`)

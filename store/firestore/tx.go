@@ -69,8 +69,8 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 				// (one before another transaction committed, one after):
 				// then its error may be an artefact of that, and fn runs
 				// again.
-				if t.err != nil {
-					fnErr = t.err // a read As checked had changed
+				if errors.Is(t.err, backend.ErrConflict) {
+					fnErr = t.err // a read As checked again had changed
 				} else if !t.locked {
 					if err := t.verify(outside(ctx, s.client), t.readKeys(false)); errors.Is(err, backend.ErrConflict) {
 						fnErr = err

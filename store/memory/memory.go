@@ -62,6 +62,8 @@ var (
 	_ backend.Store   = (*Store)(nil)
 	_ backend.Reader  = (*Store)(nil)
 	_ backend.Sweeper = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
+	_ kit.Source      = (*tx)(nil)
 )
 
 type doc struct {

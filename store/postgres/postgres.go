@@ -95,6 +95,7 @@ var (
 	_ backend.Store   = (*Store)(nil)
 	_ backend.Reader  = (*Store)(nil)
 	_ backend.Sweeper = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
 )
 
 // New returns a Store that keeps its documents in pool's database; nil opts

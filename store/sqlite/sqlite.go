@@ -118,6 +118,7 @@ var (
 	_ backend.Store   = (*Store)(nil)
 	_ backend.Reader  = (*Store)(nil)
 	_ backend.Sweeper = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
 )
 
 // writeConn is a connection kept for Runs and the statements prepared on
