@@ -209,8 +209,9 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 		}
 		return kit.Again
 	})
-	if pe := uniqueViolation(err); uniques > 1 && pe != nil && errors.Is(err, backend.ErrConflict) {
-		return fmt.Errorf("postgres: %w", pe)
+	if uniques > 1 && errors.Is(err, backend.ErrConflict) {
+		// The unique violation that came back, as it is.
+		return fmt.Errorf("postgres: %w", uniqueViolation(err))
 	}
 	return poolerHint(err)
 }
