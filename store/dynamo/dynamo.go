@@ -222,7 +222,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 
 func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	t := &tx{s: s}
-	t.Init("dynamo", t, s.opts, true)
+	t.Init("dynamo", t, s.opts, kit.Mode{DeferCreates: true})
 	defer t.Close() // also when fn panics: nothing was sent
 	err := fn(ctx, t)
 	t.Close()

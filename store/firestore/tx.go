@@ -54,7 +54,7 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 	)
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, ftx *fs.Transaction) error {
 		t = &tx{s: s, ftx: ftx}
-		t.Init("firestore", t, s.opts, deferCreates)
+		t.Init("firestore", t, s.opts, kit.Mode{Snapshot: true, DeferCreates: deferCreates})
 		defer func() {
 			if p := recover(); p != nil {
 				panicked = p

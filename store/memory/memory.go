@@ -101,7 +101,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 
 func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	t := &tx{s: s}
-	t.Init("memory", t, s.opts, false)
+	t.Init("memory", t, s.opts, kit.Mode{})
 	err := fn(ctx, t)
 	t.Close()
 	if err == nil {

@@ -58,8 +58,8 @@ type Source interface {
 	NextVersion(k backend.Key, read backend.Version) backend.Version
 }
 
-// A Buffer is an optimistic transaction: Get reads through its Source (once
-// per key) and records what it saw, and Create, Put, Update and Delete
+// A Buffer is an optimistic transaction: Get reads through its Source and
+// records what it saw first at each key, and Create, Put, Update and Delete
 // check their conditions against what the transaction sees and keep the
 // writes for the commit, which is the backend's: it sends the Writes,
 // requiring the Reads unchanged. A backend's Tx embeds a Buffer and adds As.
@@ -68,11 +68,11 @@ type Source interface {
 // safe for concurrent use, and it must not be copied after Init.
 type Buffer struct {
 	Gate
-	src          Source
-	store        string
-	now          func() time.Time
-	maxBytes     int
-	deferCreates bool
+	src      Source
+	store    string
+	now      func() time.Time
+	maxBytes int
+	mode     Mode
 
 	reads    keyedList[Read]
 	writes   keyedList[Write]
@@ -81,13 +81,24 @@ type Buffer struct {
 	writeBuf [2]Write
 }
 
-// Init readies b for an attempt on src, with o's clock and document limit
-// (store names the store in errors). With deferCreates, a Create with
-// [backend.CreateAtCommit] of a key the transaction has neither read nor
-// written reads nothing: its write is marked AtCommit, for the commit to
-// check.
-func (b *Buffer) Init(store string, src Source, o Options, deferCreates bool) {
-	b.src, b.store, b.now, b.maxBytes, b.deferCreates = src, store, o.Now, o.MaxDocumentBytes, deferCreates
+// Mode is how a Buffer reads and creates.
+type Mode struct {
+	// Snapshot answers every look at a key after the first from that first
+	// read (one read per key and attempt). Without it, each look reads the
+	// committed state again (the first read is still the one the commit
+	// requires unchanged), so that a conditional write meets a concurrent
+	// commit at once, not at the commit.
+	Snapshot bool
+	// DeferCreates lets a Create with [backend.CreateAtCommit] of a key the
+	// transaction has neither read nor written read nothing: its write is
+	// marked AtCommit, for the commit to check.
+	DeferCreates bool
+}
+
+// Init readies b for an attempt on src in mode m, with o's clock and
+// document limit (store names the store in errors).
+func (b *Buffer) Init(store string, src Source, o Options, m Mode) {
+	b.src, b.store, b.now, b.maxBytes, b.mode = src, store, o.Now, o.MaxDocumentBytes, m
 	b.reads.items, b.writes.items = b.readBuf[:0], b.writeBuf[:0]
 }
 
@@ -115,16 +126,20 @@ func (b *Buffer) SetRead(k backend.Key, d Doc) {
 	b.reads.add(Read{Key: k, Doc: d})
 }
 
-// read returns the committed state at k, reading it the first time.
+// read returns the committed state at k (in Snapshot mode, as first read),
+// recording the first read.
 func (b *Buffer) read(ctx context.Context, k backend.Key) (Doc, error) {
-	if r := b.reads.find(k); r != nil {
+	r := b.reads.find(k)
+	if r != nil && b.mode.Snapshot {
 		return r.Doc, nil
 	}
 	d, err := b.src.ReadDoc(ctx, k)
 	if err != nil {
 		return Doc{}, err
 	}
-	b.reads.add(Read{Key: k, Doc: d})
+	if r == nil {
+		b.reads.add(Read{Key: k, Doc: d})
+	}
 	return d, nil
 }
 
@@ -221,7 +236,7 @@ func (b *Buffer) Create(ctx context.Context, k backend.Key, doc any, opts ...bac
 		return err
 	}
 	b.setOpts(opts)
-	if b.opts.AtCommit && b.deferCreates && b.writes.find(k) == nil && b.reads.find(k) == nil {
+	if b.opts.AtCommit && b.mode.DeferCreates && b.writes.find(k) == nil && b.reads.find(k) == nil {
 		// Not read: the commit checks that no live document is there.
 		b.put(k, data, true)
 		return nil

@@ -29,16 +29,40 @@ func (s *source) NextVersion(k backend.Key, read backend.Version) backend.Versio
 
 var now = time.Unix(1000, 0)
 
-func newBuffer(src *source, deferCreates bool) *kit.Buffer {
+func newBuffer(src *source, m kit.Mode) *kit.Buffer {
 	b := new(kit.Buffer)
-	b.Init("test", src, kit.Options{Now: func() time.Time { return now }, MaxDocumentBytes: 1 << 10}, deferCreates)
+	b.Init("test", src, kit.Options{Now: func() time.Time { return now }, MaxDocumentBytes: 1 << 10}, m)
 	return b
 }
 
-func TestBufferReadsOncePerKey(t *testing.T) {
+// Without Snapshot, every look reads the committed state again, and a
+// conditional write meets a concurrent commit at once; the first read is
+// the one kept for the commit.
+func TestBufferReadsAgain(t *testing.T) {
 	k := backend.Key{Collection: "c", ID: "1"}
 	src := &source{docs: map[backend.Key]kit.Doc{k: {Version: 7, Data: []byte(`"a"`)}}, last: 7}
-	b := newBuffer(src, false)
+	b := newBuffer(src, kit.Mode{})
+	ctx := context.Background()
+	if v, err := b.Get(ctx, k, nil); v != 7 || err != nil {
+		t.Fatalf("Get = %d, %v; want 7", v, err)
+	}
+	src.docs[k] = kit.Doc{Version: 9, Data: []byte(`"b"`)} // committed by another transaction
+	var got string
+	if v, err := b.Get(ctx, k, &got); v != 9 || err != nil || got != "b" || src.reads != 2 {
+		t.Errorf("second Get = %d %q, %v after %d reads; want the new commit, read again", v, got, err, src.reads)
+	}
+	if err := b.Update(ctx, k, 7, "c"); !errors.Is(err, backend.ErrConflict) {
+		t.Errorf("Update at the version first read = %v, want ErrConflict", err)
+	}
+	if r := b.ReadOf(k); r == nil || r.Version != 7 || len(b.Reads()) != 1 {
+		t.Errorf("reads: %+v, want the first, at 7", b.Reads())
+	}
+}
+
+func TestBufferSnapshot(t *testing.T) {
+	k := backend.Key{Collection: "c", ID: "1"}
+	src := &source{docs: map[backend.Key]kit.Doc{k: {Version: 7, Data: []byte(`"a"`)}}, last: 7}
+	b := newBuffer(src, kit.Mode{Snapshot: true})
 	ctx := context.Background()
 	var got string
 	if v, err := b.Get(ctx, k, &got); v != 7 || err != nil || got != "a" {
@@ -78,7 +102,7 @@ func TestBufferReadsOncePerKey(t *testing.T) {
 func TestBufferExpiry(t *testing.T) {
 	k := backend.Key{Collection: "c", ID: "1"}
 	src := &source{docs: map[backend.Key]kit.Doc{k: {Version: 3, Data: []byte(`1`), ExpiresAt: now}}, last: 3}
-	b := newBuffer(src, false)
+	b := newBuffer(src, kit.Mode{})
 	ctx := context.Background()
 	if _, err := b.Get(ctx, k, nil); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("Get of a document expiring now = %v, want ErrNotFound", err)
@@ -100,14 +124,14 @@ func TestBufferCreateAtCommit(t *testing.T) {
 	src := &source{docs: map[backend.Key]kit.Doc{live: {Version: 5, Data: []byte(`1`)}}, last: 5}
 	ctx := context.Background()
 
-	// Without deferCreates, CreateAtCommit checks at once.
-	b := newBuffer(src, false)
+	// Without DeferCreates, CreateAtCommit checks at once.
+	b := newBuffer(src, kit.Mode{})
 	if err := b.Create(ctx, live, 2, backend.CreateAtCommit()); !errors.Is(err, backend.ErrExists) {
 		t.Errorf("CreateAtCommit checked at once = %v, want ErrExists", err)
 	}
 
 	// With it, an unread key is not read: the write is left to the commit.
-	b = newBuffer(src, true)
+	b = newBuffer(src, kit.Mode{DeferCreates: true})
 	src.reads = 0
 	if err := b.Create(ctx, live, 2, backend.CreateAtCommit()); err != nil {
 		t.Fatalf("deferred Create = %v", err)
@@ -133,7 +157,7 @@ func TestBufferCreateAtCommit(t *testing.T) {
 
 func TestBufferClosed(t *testing.T) {
 	k := backend.Key{Collection: "c", ID: "1"}
-	b := newBuffer(&source{}, false)
+	b := newBuffer(&source{}, kit.Mode{})
 	b.Close()
 	ctx := context.Background()
 	if _, err := b.Get(ctx, k, nil); err == nil {
@@ -148,7 +172,7 @@ func TestBufferManyKeys(t *testing.T) {
 	// Past eight keys the lists index their items: every key is still
 	// found, in the order first written.
 	src := &source{docs: map[backend.Key]kit.Doc{}}
-	b := newBuffer(src, false)
+	b := newBuffer(src, kit.Mode{})
 	ctx := context.Background()
 	for i := range 20 {
 		k := backend.Key{Collection: "c", ID: string(rune('a' + i))}
