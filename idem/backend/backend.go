@@ -2,7 +2,9 @@
 // backends: the Tx and Store interfaces a backend implements, the optional
 // capabilities (Reader, Sweeper), the sentinel errors it maps its native
 // errors onto, and helpers that keep every backend in agreement (write
-// options, expiry, document encoding, backoff).
+// options, expiry, document encoding). Package kit (idem/backend/kit) holds
+// what the stores are built from: the options' defaults, the checks of every
+// Tx method, the retry loop of Run and a buffered transaction.
 //
 // Server authors use package idem, which re-exports what a handler needs
 // (Store, Tx, Key, Version and the sentinels). A backend's test is a harness
@@ -14,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 	"unicode/utf8"
 )
@@ -239,22 +240,6 @@ func ApplyWriteOptions(opts []WriteOption) WriteOptions {
 		}
 	}
 	return o
-}
-
-// Backoff waits before attempt number attempt (1 for the first retry) of a
-// transaction that lost a race: a random time up to base<<attempt, capped
-// at max, so that contending retries spread out. It returns ctx's error if
-// ctx ends first.
-func Backoff(ctx context.Context, attempt int, base, max time.Duration) error {
-	limit := min(base<<min(attempt, 16), max)
-	t := time.NewTimer(rand.N(limit) + 1)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Live reports whether a document with the given expiry is live at now.

@@ -184,53 +184,51 @@ var mutations = []mutation{
 		Run:    "^TestConformance$/^Merge$/^ConcurrentApplyWritesConditionally$",
 	},
 
-	// The memory store.
+	// The buffered transaction (idem/backend/kit) of the memory, DynamoDB
+	// and Firestore stores: its conditions are caught on the memory store.
 	{
-		Name:   "memory/create-if-absent",
+		Name:   "kit/create-if-absent",
 		Guards: "Create fails on a live document",
-		File:   "store/memory/memory.go",
-		From: `	if _, _, live := t.view(k); live {
+		File:   "idem/backend/kit/buffer.go",
+		From: `	if live {
 		return backend.ErrExists
 	}`,
-		To:  `	t.view(k)`,
+		To:  `	_ = live`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
 	},
 	{
-		Name:   "memory/update-version",
+		Name:   "kit/update-version",
 		Guards: "Update writes only at the version read",
-		File:   "store/memory/memory.go",
+		File:   "idem/backend/kit/buffer.go",
 		From: `	if cur != v {
 		return backend.ErrConflict
 	}
-	t.put(k, b, opts)`,
+	b.setOpts(opts)`,
 		To: `	if v < 0 && cur != v {
 		return backend.ErrConflict
 	}
-	t.put(k, b, opts)`,
+	b.setOpts(opts)`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Contract$/^Update$",
 	},
+
 	{
-		Name:   "memory/delete-version",
-		Guards: "a Delete at a version deletes only the document at that version",
-		File:   "store/memory/memory.go",
-		From: `	if v != 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.setWrite(write{k: k})`,
-		To: `	if v < 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.setWrite(write{k: k})`,
-		Pkg: "./store/memory",
-		Run: "^TestConformance$/^Contract$/^Delete$",
+		Name:   "kit/delete-version",
+		Guards: "Delete with a version removes the document only at that version",
+		File:   "idem/backend/kit/buffer.go",
+		From:   "	if v != 0 && cur != v {",
+		To:     "	if v < 0 && cur != v {",
+		Pkg:    "./store/memory",
+		Run:    "^TestConformance$/^Contract$/^Delete$",
 	},
+
+	// The memory store.
 	{
 		Name:   "memory/read-expiry",
 		Guards: "Read, which answers replays, reports an expired document as absent",
 		File:   "store/memory/memory.go",
-		From:   "	if !ok || !backend.Live(d.expires, s.now()) {",
+		From:   "	if !ok || !backend.Live(d.expires, s.opts.Now()) {",
 		To:     "	if !ok {",
 		Pkg:    "./store/memory",
 		Run:    "^TestConformance$/^Reader$/^Read$",
@@ -356,29 +354,13 @@ var mutations = []mutation{
 		Name:   "dynamo/condition-check",
 		Guards: "an item read and not written is checked unchanged at commit",
 		File:   "store/dynamo/tx.go",
-		From:   "cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = sn.condition()",
-		To:     `_ = sn; cc.ConditionExpression, cc.ExpressionAttributeNames = aws.String("attribute_exists(#k) OR attribute_not_exists(#k)"), map[string]string{"#k": attrKey}`,
+		From:   "cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = condition(r.Version)",
+		To:     `cc.ConditionExpression, cc.ExpressionAttributeNames = aws.String("attribute_exists(#k) OR attribute_not_exists(#k)"), map[string]string{"#k": attrKey}`,
 		Pkg:    "./store/dynamo",
 		Run:    "^TestConformance$/^Consistency$/^NoWriteSkew$",
 		Needs:  dynamodb,
 	},
 
-	{
-		Name:   "dynamo/update-version",
-		Guards: "Update writes only at the version read",
-		File:   "store/dynamo/tx.go",
-		From: `	if cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, opts, false)`,
-		To: `	if v < 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, opts, false)`,
-		Pkg:   "./store/dynamo",
-		Run:   "^TestConformance$/^Contract$/^Update$",
-		Needs: dynamodb,
-	},
 	{
 		Name:   "dynamo/blind-write-version",
 		Guards: "a write of an item not read goes out only above the stored version, so versions rise past another process's clock",
@@ -393,7 +375,7 @@ var mutations = []mutation{
 		Name:   "dynamo/read-expiry",
 		Guards: "Read, which answers replays, reports an expired item as absent",
 		File:   "store/dynamo/dynamo.go",
-		From: `	if !it.live(s.now()) {
+		From: `	if !it.live(s.opts.Now()) {
 		return 0, backend.ErrNotFound
 	}
 	return it.version, it.decode(k, dst)`,
@@ -405,29 +387,13 @@ var mutations = []mutation{
 		Run:   "^TestConformance$/^Reader$/^Read$",
 		Needs: dynamodb,
 	},
-	{
-		Name:   "dynamo/delete-version",
-		Guards: "a Delete at a version deletes only the item at that version",
-		File:   "store/dynamo/tx.go",
-		From: `	if v != 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, nil, nil, false)`,
-		To: `	if v < 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, nil, nil, false)`,
-		Pkg:   "./store/dynamo",
-		Run:   "^TestConformance$/^Contract$/^Delete$",
-		Needs: dynamodb,
-	},
 
 	// Firestore.
 	{
 		Name:   "firestore/create-at-commit-live",
 		Guards: "a Create sent with the commit fails over a live document",
 		File:   "store/firestore/tx.go",
-		From:   "			if t.s.live(ds[i]) {\n",
+		From:   "			if ds[i].Live(t.s.opts.Now()) {\n",
 		To:     "			if false {\n",
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^(Reader|Middleware)$/^(CreateAtCommitNeverReplacesALiveDocument|RepeatOnAnotherServer)$",
@@ -437,8 +403,8 @@ var mutations = []mutation{
 		Name:   "firestore/reads-unchanged",
 		Guards: "the documents fn read and does not write are read again in the transaction and must be unchanged",
 		File:   "store/firestore/tx.go",
-		From:   "if was := t.reads[k]; ds[i].exists != was.exists || !ds[i].updated.Equal(was.updated) {",
-		To:     "if was := t.reads[k]; ds[i].exists != was.exists {",
+		From:   "if ds[i].Version != t.ReadOf(k).Version {",
+		To:     "if (ds[i].Version == 0) != (t.ReadOf(k).Version == 0) {",
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^Consistency$/^NoWriteSkew$",
 		Needs:  firestore,
@@ -448,7 +414,7 @@ var mutations = []mutation{
 		Guards: "a document fn read and writes goes out with the update time read as its precondition",
 		File:   "store/firestore/tx.go",
 		From: `				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
-			}, fs.LastUpdateTime(d.updated))`,
+			}, fs.LastUpdateTime(updateTime(r.Version)))`,
 		To: `				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
 			})`,
 		Pkg:   "./store/firestore",
@@ -459,7 +425,7 @@ var mutations = []mutation{
 		Name:   "firestore/delete-precondition",
 		Guards: "the Delete of a document fn read goes out with the update time read as its precondition",
 		File:   "store/firestore/tx.go",
-		From:   "			err = t.ftx.Delete(ref, fs.LastUpdateTime(d.updated))",
+		From:   "			err = t.ftx.Delete(ref, fs.LastUpdateTime(updateTime(r.Version)))",
 		To:     "			err = t.ftx.Delete(ref)",
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^Contract$/^DeleteOnConflict$",
@@ -469,48 +435,16 @@ var mutations = []mutation{
 		Name:   "firestore/read-expiry",
 		Guards: "Read, which answers replays, reports an expired document as absent",
 		File:   "store/firestore/firestore.go",
-		From: `	if !s.live(d) {
+		From: `	if !d.Live(s.opts.Now()) {
 		return 0, backend.ErrNotFound
 	}
-	if err := unmarshal(k, d.data, dst); err != nil {`,
+	if err := unmarshal(k, d.Data, dst); err != nil {`,
 		To: `	if false {
 		return 0, backend.ErrNotFound
 	}
-	if err := unmarshal(k, d.data, dst); err != nil {`,
+	if err := unmarshal(k, d.Data, dst); err != nil {`,
 		Pkg:   "./store/firestore",
 		Run:   "^TestConformance$/^Reader$/^Read$",
-		Needs: firestore,
-	},
-	{
-		Name:   "firestore/update-version",
-		Guards: "Update writes only at the version read",
-		File:   "store/firestore/tx.go",
-		From: `	if cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, backend.ApplyWriteOptions(opts), false)`,
-		To: `	if v < 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, backend.ApplyWriteOptions(opts), false)`,
-		Pkg:   "./store/firestore",
-		Run:   "^TestConformance$/^Contract$/^Update$",
-		Needs: firestore,
-	},
-	{
-		Name:   "firestore/delete-version",
-		Guards: "a Delete at a version deletes only the document at that version",
-		File:   "store/firestore/tx.go",
-		From: `	if v != 0 && cur != v {
-		return backend.ErrConflict
-	}
-	if _, ok := t.writes[k]; !ok {`,
-		To: `	if v < 0 && cur != v {
-		return backend.ErrConflict
-	}
-	if _, ok := t.writes[k]; !ok {`,
-		Pkg:   "./store/firestore",
-		Run:   "^TestConformance$/^Contract$/^Delete$",
 		Needs: firestore,
 	},
 	{
@@ -522,30 +456,6 @@ var mutations = []mutation{
 		Pkg:    "./store/firestore",
 		Run:    "^TestConformance$/^(Contract|Middleware)$/^(ConcurrentCreate|ConcurrentAcrossServers)$",
 		Needs:  firestore,
-	},
-	{
-		Name:   "firestore/create-if-absent",
-		Guards: "Create fails on a live document",
-		File:   "store/firestore/tx.go",
-		From: `	if live {
-		return backend.ErrExists
-	}`,
-		To:    `	_ = live`,
-		Pkg:   "./store/firestore",
-		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
-		Needs: firestore,
-	},
-	{
-		Name:   "dynamo/create-if-absent",
-		Guards: "Create fails on a live item",
-		File:   "store/dynamo/tx.go",
-		From: `	if live {
-		return backend.ErrExists
-	}`,
-		To:    `	_ = live`,
-		Pkg:   "./store/dynamo",
-		Run:   "^TestConformance$/^Contract$/^(CreateGet|ConcurrentCreate)$",
-		Needs: dynamodb,
 	},
 	// Expiry sweeps: every expired document, in small batches.
 	{

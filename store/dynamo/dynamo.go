@@ -36,6 +36,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
 // The DynamoDB limits the store checks before it sends anything.
@@ -55,7 +56,8 @@ const (
 	tombstoneTTL = 24 * time.Hour
 )
 
-// Options configure a Store. The zero value (or nil) means the defaults.
+// Options configure a Store. The zero value (or nil) means the defaults;
+// New refuses a negative number, naming the field.
 type Options struct {
 	// Now is the store's clock, used to decide whether a document has
 	// expired. Default time.Now.
@@ -73,23 +75,24 @@ type Options struct {
 // Store is an idem.Store on one DynamoDB table. It is safe for concurrent
 // use. Create one with New and its table with CreateTable.
 type Store struct {
-	client   *dynamodb.Client
-	table    string
-	now      func() time.Time
-	maxBytes int
-	attempts int
-	clock    versionClock
+	client *dynamodb.Client
+	table  string
+	opts   kit.Options
+	retry  kit.Retry
+	clock  versionClock
 }
 
 var (
 	_ backend.Store  = (*Store)(nil)
 	_ backend.Reader = (*Store)(nil)
+	_ backend.Tx     = (*tx)(nil)
+	_ kit.Source     = (*tx)(nil)
 )
 
 // New returns a Store that keeps its documents in table; nil opts means the
 // defaults. It does not touch DynamoDB: call CreateTable first, or create the
 // table as docs/dynamodb.md shows. It fails on a nil client, an empty table
-// name or negative options.
+// name or a negative option.
 func New(client *dynamodb.Client, table string, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("dynamo: New needs a client")
@@ -97,23 +100,18 @@ func New(client *dynamodb.Client, table string, opts *Options) (*Store, error) {
 	if n := len(table); n < 3 || n > 255 {
 		return nil, errors.New("dynamo: the table name must be 3..255 bytes")
 	}
-	docCap := MaxItemBytes - itemOverhead
-	s := &Store{client: client, table: table, now: time.Now, maxBytes: docCap, attempts: 64}
+	var o kit.Options
 	if opts != nil {
-		if opts.MaxDocumentBytes < 0 || opts.MaxAttempts < 0 {
-			return nil, errors.New("dynamo: MaxDocumentBytes and MaxAttempts may not be negative")
-		}
-		if opts.Now != nil {
-			s.now = opts.Now
-		}
-		if opts.MaxDocumentBytes > 0 {
-			s.maxBytes = min(opts.MaxDocumentBytes, docCap)
-		}
-		if opts.MaxAttempts > 0 {
-			s.attempts = opts.MaxAttempts
-		}
+		o = kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}
 	}
-	return s, nil
+	docCap := MaxItemBytes - itemOverhead
+	o, err := o.Resolve("dynamo", kit.Options{Now: time.Now, MaxDocumentBytes: docCap, MaxAttempts: 64})
+	if err != nil {
+		return nil, err
+	}
+	o.MaxDocumentBytes = min(o.MaxDocumentBytes, docCap)
+	return &Store{client: client, table: table, opts: o,
+		retry: kit.Retry{Store: "dynamo", MaxAttempts: o.MaxAttempts, Base: time.Millisecond, Cap: 100 * time.Millisecond}}, nil
 }
 
 // Table returns the name of the store's table.
@@ -205,36 +203,29 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 	if fn == nil {
 		return errors.New("dynamo: Run needs a function")
 	}
-	var err error
 	own := 0 // failed conditions of items added with Writes.Add
-	for attempt := 0; attempt < s.attempts; attempt++ {
-		if attempt > 0 && !errors.Is(err, errLiveDocument) {
-			if berr := backend.Backoff(ctx, attempt, time.Millisecond, 100*time.Millisecond); berr != nil {
-				return fmt.Errorf("dynamo: %w (after: %w)", berr, err)
-			}
-		}
-		err = s.attempt(ctx, fn)
-		if errors.Is(err, ErrConditionFailed) {
+	return s.retry.Do(ctx, func() error { return s.attempt(ctx, fn) }, func(err error) kit.Next {
+		switch {
+		case errors.Is(err, ErrConditionFailed):
 			if own++; own > 1 {
-				return err
+				return kit.Stop
 			}
-			continue
+			return kit.Again
+		case errors.Is(err, errLiveDocument):
+			return kit.AgainNow
+		case errors.Is(err, backend.ErrConflict), errors.Is(err, errThrottled):
+			return kit.Again
 		}
-		if err == nil || !(errors.Is(err, backend.ErrConflict) || errors.Is(err, errThrottled)) {
-			return err
-		}
-	}
-	if !errors.Is(err, backend.ErrConflict) {
-		err = fmt.Errorf("%w: %w", backend.ErrConflict, err)
-	}
-	return fmt.Errorf("dynamo: gave up after %d attempts: %w", s.attempts, err)
+		return kit.Stop
+	})
 }
 
 func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
-	t := newTx(s)
-	defer t.close() // also when fn panics: nothing was sent
+	t := &tx{s: s}
+	t.Init("dynamo", t, s.opts, kit.Mode{DeferCreates: true})
+	defer t.Close() // also when fn panics: nothing was sent
 	err := fn(ctx, t)
-	t.close()
+	t.Close()
 	if err != nil {
 		if !errors.Is(err, backend.ErrConflict) && t.stale(ctx) {
 			// fn decided on reads that no single state held: its error
@@ -257,7 +248,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	if err != nil {
 		return 0, err
 	}
-	if !it.live(s.now()) {
+	if !it.live(s.opts.Now()) {
 		return 0, backend.ErrNotFound
 	}
 	return it.version, it.decode(k, dst)

@@ -13,174 +13,38 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
-// seen is the state of an item as fn first read it: the commit requires it
-// unchanged.
-type seen struct {
-	exists  bool
-	version backend.Version
-}
-
-type write struct {
-	key       backend.Key
-	data      []byte // nil: delete
-	version   backend.Version
-	hasExpiry bool
-	expires   time.Time
-	atCommit  bool // a Create of a key fn did not read, checked at commit
-}
-
+// tx is one attempt's transaction: a kit.Buffer over the table, whose
+// Gets read with ConsistentRead; the commit is one TransactWriteItems.
 type tx struct {
-	s      *Store
-	closed bool
-	reads  map[string]seen // by pk
-	writes map[string]*write
-	order  []string                  // pks of writes, in the order fn first wrote them
-	own    []types.TransactWriteItem // added with Writes.Add
+	kit.Buffer
+	s   *Store
+	own []types.TransactWriteItem // added with Writes.Add
 }
 
-func newTx(s *Store) *tx {
-	return &tx{s: s, reads: make(map[string]seen), writes: make(map[string]*write)}
-}
-
-func (t *tx) close() { t.closed = true }
-
-var errClosed = errors.New("dynamo: transaction used after Run returned")
-
-func (t *tx) check(k backend.Key) error {
-	if t.closed {
-		return errClosed
-	}
-	return k.Validate()
-}
-
-// view returns the state this tx sees at k: its own write if any, else the
-// item read with ConsistentRead, recording what it saw.
-func (t *tx) view(ctx context.Context, k backend.Key) (data []byte, v backend.Version, live bool, err error) {
-	p := pk(k)
-	if w, ok := t.writes[p]; ok {
-		if w.data == nil {
-			return nil, 0, false, nil
-		}
-		return w.data, w.version, !w.hasExpiry || backend.Live(w.expires, t.s.now()), nil
-	}
+// ReadDoc implements [kit.Source]: one GetItem with ConsistentRead. A
+// tombstone is its version without a document.
+func (t *tx) ReadDoc(ctx context.Context, k backend.Key) (kit.Doc, error) {
 	it, err := t.s.get(ctx, k)
 	if err != nil {
-		return nil, 0, false, err
+		return kit.Doc{}, err
 	}
-	if _, ok := t.reads[p]; !ok {
-		t.reads[p] = seen{exists: it.exists, version: it.version}
+	d := kit.Doc{Version: it.version}
+	if !it.deleted {
+		d.Data = it.data
 	}
-	return it.data, it.version, it.live(t.s.now()), nil
+	if it.hasExpiry {
+		d.ExpiresAt = time.Unix(0, it.expiresNS)
+	}
+	return d, nil
 }
 
-func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
-	if err := t.check(k); err != nil {
-		return 0, err
-	}
-	data, v, live, err := t.view(ctx, k)
-	if err != nil {
-		return 0, err
-	}
-	if !live {
-		return 0, backend.ErrNotFound
-	}
-	if dst != nil {
-		if err := (item{data: data}).decode(k, dst); err != nil {
-			return 0, err
-		}
-	}
-	return v, nil
-}
-
-func (t *tx) put(k backend.Key, data []byte, opts []backend.WriteOption, atCommit bool) {
-	p := pk(k)
-	o := backend.ApplyWriteOptions(opts)
-	if _, ok := t.writes[p]; !ok {
-		t.order = append(t.order, p)
-	}
-	t.writes[p] = &write{key: k, data: data, version: t.s.clock.next(t.reads[p].version),
-		hasExpiry: !o.ExpiresAt.IsZero(), expires: o.ExpiresAt, atCommit: atCommit}
-}
-
-func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
-	if err != nil {
-		return err
-	}
-	p := pk(k)
-	_, read := t.reads[p]
-	_, wrote := t.writes[p]
-	if backend.ApplyWriteOptions(opts).AtCommit && !read && !wrote {
-		// The condition goes out with the commit: no read now.
-		t.put(k, b, opts, true)
-		return nil
-	}
-	_, _, live, err := t.view(ctx, k)
-	if err != nil {
-		return err
-	}
-	if live {
-		return backend.ErrExists
-	}
-	t.put(k, b, opts, false)
-	return nil
-}
-
-func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
-	if err != nil {
-		return err
-	}
-	t.put(k, b, opts, false)
-	return nil
-}
-
-func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
-	if err != nil {
-		return err
-	}
-	_, cur, live, err := t.view(ctx, k)
-	if err != nil {
-		return err
-	}
-	if !live {
-		return backend.ErrNotFound
-	}
-	if cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, opts, false)
-	return nil
-}
-
-func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	_, cur, live, err := t.view(ctx, k)
-	if err != nil {
-		return err
-	}
-	if !live {
-		return backend.ErrNotFound
-	}
-	if v != 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, nil, nil, false)
-	return nil
+// NextVersion implements [kit.Source]: a version past the one read and
+// every one this process has handed out or seen.
+func (t *tx) NextVersion(k backend.Key, read backend.Version) backend.Version {
+	return t.s.clock.next(read)
 }
 
 // As sets target, a **Writes, to this transaction's handle for items of
@@ -197,17 +61,14 @@ func (t *tx) As(target any) bool {
 // versions of all of them at once (TransactGetItems, 100 at a time). If that
 // fails it reports false: fn's own error stands.
 func (t *tx) stale(ctx context.Context) bool {
-	var keys []string
-	for p := range t.reads {
-		keys = append(keys, p)
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), MaxTransactionItems)
+	reads := t.Reads()
+	for len(reads) > 0 {
+		n := min(len(reads), MaxTransactionItems)
 		gets := make([]types.TransactGetItem, n)
-		for i, p := range keys[:n] {
+		for i, r := range reads[:n] {
 			gets[i] = types.TransactGetItem{Get: &types.Get{
 				TableName:                aws.String(t.s.table),
-				Key:                      map[string]types.AttributeValue{attrKey: str(p)},
+				Key:                      map[string]types.AttributeValue{attrKey: str(pk(r.Key))},
 				ProjectionExpression:     aws.String("#v"),
 				ExpressionAttributeNames: map[string]string{"#v": attrVersion},
 			}}
@@ -221,58 +82,60 @@ func (t *tx) stale(ctx context.Context) bool {
 			if err != nil {
 				return false
 			}
-			if was := t.reads[keys[i]]; it.exists != was.exists || it.version != was.version {
+			if it.version != reads[i].Version { // 0 for no item
 				return true
 			}
 		}
-		keys = keys[n:]
+		reads = reads[n:]
 	}
 	return false
 }
 
-// condition is the commit's condition on an item fn read: unchanged.
-func (sn seen) condition() (*string, map[string]string, map[string]types.AttributeValue) {
-	if !sn.exists {
+// condition is the commit's condition on an item fn read at version seen
+// (0: no item): unchanged.
+func condition(seen backend.Version) (*string, map[string]string, map[string]types.AttributeValue) {
+	if seen == 0 {
 		return aws.String("attribute_not_exists(#k)"), map[string]string{"#k": attrKey}, nil
 	}
 	return aws.String("#v = :seen"), map[string]string{"#v": attrVersion},
-		map[string]types.AttributeValue{":seen": num(int64(sn.version))}
+		map[string]types.AttributeValue{":seen": num(int64(seen))}
 }
 
 // commit sends the writes, with a condition for every item fn read, as one
 // TransactWriteItems. Nothing is sent for a transaction that wrote nothing.
 func (t *tx) commit(ctx context.Context) error {
-	if len(t.writes) == 0 && len(t.own) == 0 {
+	writes, reads := t.Writes(), t.Reads()
+	if len(writes) == 0 && len(t.own) == 0 {
 		return nil
 	}
-	now := t.s.now()
-	items := make([]types.TransactWriteItem, 0, len(t.writes)+len(t.reads)+len(t.own))
+	now := t.s.opts.Now()
+	items := make([]types.TransactWriteItem, 0, len(writes)+len(reads)+len(t.own))
 	size := 0
-	for _, p := range t.order {
-		w := t.writes[p]
+	for _, w := range writes {
+		p := pk(w.Key)
 		put := &types.Put{TableName: aws.String(t.s.table), Item: map[string]types.AttributeValue{
 			attrKey:     str(p),
-			attrVersion: num(int64(w.version)),
+			attrVersion: num(int64(w.Version)),
 		}}
-		if w.data == nil {
+		if w.Data == nil {
 			put.Item[attrDeleted] = &types.AttributeValueMemberBOOL{Value: true}
 			put.Item[attrTTL] = num(ttlSeconds(time.Now().Add(tombstoneTTL)))
 		} else {
-			put.Item[attrDoc] = str(string(w.data))
-			if w.hasExpiry {
-				put.Item[attrTTL] = num(ttlSeconds(w.expires))
-				put.Item[attrExpiresNS] = num(w.expires.UnixNano())
+			put.Item[attrDoc] = str(string(w.Data))
+			if !w.ExpiresAt.IsZero() {
+				put.Item[attrTTL] = num(ttlSeconds(w.ExpiresAt))
+				put.Item[attrExpiresNS] = num(w.ExpiresAt.UnixNano())
 			}
 		}
-		if sn, ok := t.reads[p]; ok {
-			put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = sn.condition()
+		if r := t.ReadOf(w.Key); r != nil {
+			put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = condition(r.Version)
 		} else {
 			// A blind write: the version must go up over whatever is there
 			// (ALL_OLD tells the clock if another process is ahead).
 			put.ExpressionAttributeNames = map[string]string{"#k": attrKey, "#v": attrVersion}
-			put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(int64(w.version))}
+			put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(int64(w.Version))}
 			put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-			if w.atCommit {
+			if w.AtCommit {
 				put.ConditionExpression = aws.String("attribute_not_exists(#k) OR ((attribute_exists(#d) OR #e <= :now) AND #v < :v)")
 				put.ExpressionAttributeNames["#d"] = attrDeleted
 				put.ExpressionAttributeNames["#e"] = attrExpiresNS
@@ -284,12 +147,13 @@ func (t *tx) commit(ctx context.Context) error {
 		size += itemBytes(put.Item)
 		items = append(items, types.TransactWriteItem{Put: put})
 	}
-	for p, sn := range t.reads {
-		if _, ok := t.writes[p]; ok {
+	for _, r := range reads {
+		if t.WriteOf(r.Key) != nil {
 			continue
 		}
+		p := pk(r.Key)
 		cc := &types.ConditionCheck{TableName: aws.String(t.s.table), Key: map[string]types.AttributeValue{attrKey: str(p)}}
-		cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = sn.condition()
+		cc.ConditionExpression, cc.ExpressionAttributeNames, cc.ExpressionAttributeValues = condition(r.Version)
 		size += len(attrKey) + len(p)
 		items = append(items, types.TransactWriteItem{ConditionCheck: cc})
 	}
@@ -335,10 +199,10 @@ func (t *tx) commitError(err error, stored []types.TransactWriteItem, now time.T
 			conflict = true
 			if old, perr := parseItem(r.Item); perr == nil && old.exists {
 				t.s.clock.observe(old.version)
-				if put := stored[i].Put; put != nil && old.live(now) {
-					if w := t.writes[put.Item[attrKey].(*types.AttributeValueMemberS).Value]; w != nil && w.atCommit {
-						live = true
-					}
+				// The store's items are its writes, in order, then its
+				// checks.
+				if writes := t.Writes(); i < len(writes) && writes[i].AtCommit && old.live(now) {
+					live = true
 				}
 			}
 		case "TransactionConflict":

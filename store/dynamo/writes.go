@@ -31,8 +31,8 @@ type Writes struct{ t *tx }
 // may not be one of the store's own (the same key twice in one transaction
 // is refused by DynamoDB). It fails after Run has returned.
 func (w *Writes) Add(items ...types.TransactWriteItem) error {
-	if w.t.closed {
-		return errClosed
+	if err := w.t.Err(); err != nil {
+		return err
 	}
 	for _, it := range items {
 		if it.Put == nil && it.Update == nil && it.Delete == nil && it.ConditionCheck == nil {

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
 // The fields of a stored document.
@@ -48,7 +49,8 @@ const (
 	FieldWrittenAt = "writtenAt"
 )
 
-// Options configure a Store. The zero value (or nil) means the defaults.
+// Options configure a Store. The zero value (or nil) means the defaults;
+// New refuses a negative number, naming the field.
 type Options struct {
 	// OwnerCollection is the root collection of keys with an owner: the key
 	// {owner, collection, id} is the document
@@ -86,11 +88,17 @@ type Store struct {
 	client    *fs.Client
 	owners    string // root collection of keys with an owner
 	prefix    string // in front of the collection of keys without one
-	now       func() time.Time
-	maxBytes  int
+	opts      kit.Options
+	retry     kit.Retry
 	maxWrites int
-	attempts  int
 }
+
+var (
+	_ backend.Store  = (*Store)(nil)
+	_ backend.Reader = (*Store)(nil)
+	_ backend.Tx     = (*tx)(nil)
+	_ kit.Source     = (*tx)(nil)
+)
 
 var validPrefix = regexp.MustCompile(`^([A-Za-z0-9-][A-Za-z0-9_-]{0,63})?$`)
 
@@ -102,10 +110,10 @@ func New(client *fs.Client, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("firestore: New needs a client")
 	}
-	s := &Store{client: client, owners: "users", now: time.Now, maxBytes: MaxDocumentBytes, maxWrites: MaxWrites, attempts: 32}
 	if opts == nil {
-		return s, nil
+		opts = &Options{}
 	}
+	s := &Store{client: client, owners: "users", prefix: opts.CollectionPrefix}
 	if opts.OwnerCollection != "" {
 		if !validPrefix.MatchString(opts.OwnerCollection) {
 			return nil, errors.New("firestore: OwnerCollection may hold only [A-Za-z0-9_-], at most 64, and not begin with '_'")
@@ -115,27 +123,22 @@ func New(client *fs.Client, opts *Options) (*Store, error) {
 	if !validPrefix.MatchString(opts.CollectionPrefix) {
 		return nil, errors.New("firestore: CollectionPrefix may hold only [A-Za-z0-9_-], at most 64, and not begin with '_'")
 	}
-	s.prefix = opts.CollectionPrefix
-	if opts.Now != nil {
-		s.now = opts.Now
+	o, err := kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}.
+		Resolve("firestore", kit.Options{Now: time.Now, MaxDocumentBytes: MaxDocumentBytes, MaxAttempts: 32})
+	if err != nil {
+		return nil, err
+	}
+	if s.maxWrites, err = kit.Default("firestore", "MaxWrites", opts.MaxWrites, MaxWrites); err != nil {
+		return nil, err
 	}
 	switch {
-	case opts.MaxDocumentBytes < 0 || opts.MaxDocumentBytes > MaxDocumentBytes:
-		return nil, fmt.Errorf("firestore: MaxDocumentBytes must be 0..%d", MaxDocumentBytes)
-	case opts.MaxWrites < 0 || opts.MaxWrites > MaxWrites:
-		return nil, fmt.Errorf("firestore: MaxWrites must be 0..%d", MaxWrites)
-	case opts.MaxAttempts < 0:
-		return nil, errors.New("firestore: MaxAttempts must not be negative")
+	case o.MaxDocumentBytes > MaxDocumentBytes:
+		return nil, fmt.Errorf("firestore: Options.MaxDocumentBytes may be at most %d", MaxDocumentBytes)
+	case s.maxWrites > MaxWrites:
+		return nil, fmt.Errorf("firestore: Options.MaxWrites may be at most %d", MaxWrites)
 	}
-	if opts.MaxDocumentBytes > 0 {
-		s.maxBytes = opts.MaxDocumentBytes
-	}
-	if opts.MaxWrites > 0 {
-		s.maxWrites = opts.MaxWrites
-	}
-	if opts.MaxAttempts > 0 {
-		s.attempts = opts.MaxAttempts
-	}
+	s.opts = o
+	s.retry = kit.Retry{Store: "firestore", MaxAttempts: o.MaxAttempts, Base: 2 * time.Millisecond, Cap: 200 * time.Millisecond}
 	return s, nil
 }
 
@@ -146,35 +149,28 @@ func (s *Store) Client() *fs.Client { return s.client }
 // Doc returns the document of k. k must be valid.
 func (s *Store) Doc(k backend.Key) *fs.DocumentRef { return s.client.Doc(s.path(k)) }
 
-// stored is a document as read: absent, or its JSON, expiry and version.
-type stored struct {
-	exists  bool
-	data    []byte
-	expires time.Time
-	updated time.Time // the update time: the precondition of a write over it
-}
-
-func (d stored) version() backend.Version { return backend.Version(d.updated.UnixNano()) }
-
-func (s *Store) live(d stored) bool { return d.exists && backend.Live(d.expires, s.now()) }
-
-// decode reads a snapshot (which may be of an absent document).
-func decode(k backend.Key, snap *fs.DocumentSnapshot) (stored, error) {
+// decode reads a snapshot (which may be of an absent document). Its
+// version is its update time, in nanoseconds.
+func decode(k backend.Key, snap *fs.DocumentSnapshot) (kit.Doc, error) {
 	if snap == nil || !snap.Exists() {
-		return stored{}, nil
+		return kit.Doc{}, nil
 	}
-	d := stored{exists: true, updated: snap.UpdateTime}
+	d := kit.Doc{Version: backend.Version(snap.UpdateTime.UnixNano())}
 	m := snap.Data()
 	text, ok := m[FieldDocument].(string)
 	if !ok {
-		return stored{}, fmt.Errorf("firestore: %s has no string field %q", k, FieldDocument)
+		return kit.Doc{}, fmt.Errorf("firestore: %s has no string field %q", k, FieldDocument)
 	}
-	d.data = []byte(text)
+	d.Data = []byte(text)
 	if e, ok := m[FieldExpiresAt].(time.Time); ok {
-		d.expires = e
+		d.ExpiresAt = e
 	}
 	return d, nil
 }
+
+// updateTime is the update time of a document read at v, for a
+// precondition.
+func updateTime(v backend.Version) time.Time { return time.Unix(0, int64(v)) }
 
 func unmarshal(k backend.Key, data []byte, dst any) error {
 	if dst == nil {
@@ -200,11 +196,11 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	if err != nil {
 		return 0, err
 	}
-	if !s.live(d) {
+	if !d.Live(s.opts.Now()) {
 		return 0, backend.ErrNotFound
 	}
-	if err := unmarshal(k, d.data, dst); err != nil {
+	if err := unmarshal(k, d.Data, dst); err != nil {
 		return 0, err
 	}
-	return d.version(), nil
+	return d.Version, nil
 }

@@ -4,24 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	fs "cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
 var (
-	errClosed         = errors.New("firestore: transaction used after Run returned")
 	errConflictCommit = fmt.Errorf("%w: the transaction aborted or a precondition failed at commit", backend.ErrConflict)
 	errStaleRead      = fmt.Errorf("%w: a document read changed before commit", backend.ErrConflict)
 	errCreateLost     = fmt.Errorf("%w: a Create sent with the commit found a document", backend.ErrConflict)
 )
 
 // Run implements idem.Store. Each attempt is one client.RunTransaction of
-// one try (fs.MaxAttempts(1)): Run retries itself, with backend.Backoff, so
+// one try (fs.MaxAttempts(1)): Run retries itself, with kit.Retry, so
 // that fn's ErrConflict, an aborted transaction (a lock lost to an older
 // one), a read that changed before the commit and a failed precondition at
 // commit all run fn again, up to Options.MaxAttempts times.
@@ -32,26 +31,17 @@ var (
 // read and does not write are read again in the transaction, which locks
 // them until the commit, and the attempt commits only if none changed.
 func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
-	var err error
 	deferCreates := true
-	for attempt := 0; attempt < s.attempts; attempt++ {
-		if attempt > 0 {
-			if err := backend.Backoff(ctx, attempt, 2*time.Millisecond, 200*time.Millisecond); err != nil {
-				return err
-			}
-		}
-		err = s.attempt(ctx, fn, deferCreates)
+	return s.retry.Do(ctx, func() error {
+		err := s.attempt(ctx, fn, deferCreates)
 		if errors.Is(err, errCreateLost) {
 			// A Create sent with the commit found a document there, maybe
 			// an expired one fn never read: check Creates when called
 			// from now on.
 			deferCreates = false
 		}
-		if err == nil || !errors.Is(err, backend.ErrConflict) {
-			return err
-		}
-	}
-	return err
+		return err
+	}, kit.OnConflict)
 }
 
 // attempt runs fn once in a transaction and commits it.
@@ -63,7 +53,8 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 		sent     bool // fn returned nil and the writes went to RunTransaction's commit
 	)
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, ftx *fs.Transaction) error {
-		t = &tx{s: s, ftx: ftx, deferCreates: deferCreates, reads: map[backend.Key]stored{}, writes: map[backend.Key]*write{}}
+		t = &tx{s: s, ftx: ftx}
+		t.Init("firestore", t, s.opts, kit.Mode{Snapshot: true, DeferCreates: deferCreates})
 		defer func() {
 			if p := recover(); p != nil {
 				panicked = p
@@ -71,15 +62,19 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 			}
 		}()
 		fnErr = fn(ctx, t)
-		t.closed = true
+		t.Close()
 		if fnErr != nil {
-			if !errors.Is(fnErr, backend.ErrConflict) && !t.locked && t.err == nil {
+			if !errors.Is(fnErr, backend.ErrConflict) {
 				// fn may have decided on reads that no single state held
 				// (one before another transaction committed, one after):
 				// then its error may be an artefact of that, and fn runs
 				// again.
-				if err := t.verify(outside(ctx, s.client), t.readKeys(false)); errors.Is(err, backend.ErrConflict) {
-					fnErr = err
+				if errors.Is(t.err, backend.ErrConflict) {
+					fnErr = t.err // a read As checked again had changed
+				} else if !t.locked {
+					if err := t.verify(outside(ctx, s.client), t.readKeys(false)); errors.Is(err, backend.ErrConflict) {
+						fnErr = err
+					}
 				}
 			}
 			return fnErr
@@ -91,7 +86,7 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 		return nil
 	}, fs.MaxAttempts(1))
 	if t != nil {
-		t.closed = true
+		t.Close()
 	}
 	if panicked != nil {
 		panic(panicked)
@@ -144,51 +139,26 @@ func mapErr(err error) error {
 	return err
 }
 
-// A write is the state this tx leaves at a key: data nil for absent.
-type write struct {
-	data     []byte
-	expires  time.Time
-	version  backend.Version // provisional: negative, unique in the tx
-	atCommit bool            // only a CreateAtCommit wrote this key, unread
-}
-
+// tx is one attempt's transaction: a kit.Buffer over the database, whose
+// writes go to the Firestore transaction at the commit (flush).
 type tx struct {
-	s      *Store
-	ftx    *fs.Transaction
-	closed bool
-	// reads holds what this tx read at every key it looked at (before its
-	// own writes); the writes' preconditions come from it.
-	reads  map[backend.Key]stored
-	writes map[backend.Key]*write
-	order  []backend.Key
-	seq    int64 // provisional versions handed out
+	kit.Buffer
+	s   *Store
+	ftx *fs.Transaction
+	seq int64 // provisional versions handed out
 	// locked is set once As has handed out the transaction: from then on
 	// reads go through it (and lock), since the caller may write through
 	// it and Firestore takes no reads after writes.
 	locked bool
 	err    error // a failed check of earlier reads at As; fails the attempt
-	// deferCreates lets a CreateAtCommit of an unread key go out as a
-	// Create with the commit, unchecked until then.
-	deferCreates bool
 }
 
-func (t *tx) check(k backend.Key) error {
-	if t.closed {
-		return errClosed
-	}
-	return k.Validate()
-}
-
-// read returns the committed document at k, reading it the first time:
-// outside the transaction (no lock held while fn runs; flush checks the
-// read again in the transaction), or, once As has handed out the
-// transaction, in it.
-func (t *tx) read(ctx context.Context, k backend.Key) (stored, error) {
+// ReadDoc implements [kit.Source]: outside the transaction (no lock held
+// while fn runs; flush checks the read again in the transaction), or, once
+// As has handed out the transaction, in it.
+func (t *tx) ReadDoc(ctx context.Context, k backend.Key) (kit.Doc, error) {
 	if t.err != nil {
-		return stored{}, t.err
-	}
-	if d, ok := t.reads[k]; ok {
-		return d, nil
+		return kit.Doc{}, t.err
 	}
 	var snap *fs.DocumentSnapshot
 	var err error
@@ -198,21 +168,23 @@ func (t *tx) read(ctx context.Context, k backend.Key) (stored, error) {
 		snap, err = t.s.Doc(k).Get(ctx)
 	}
 	if err != nil && status.Code(err) != codes.NotFound {
-		return stored{}, fmt.Errorf("firestore: reading %s: %w", k, mapErr(err))
+		return kit.Doc{}, fmt.Errorf("firestore: reading %s: %w", k, mapErr(err))
 	}
-	d, err := decode(k, snap)
-	if err != nil {
-		return stored{}, err
-	}
-	t.reads[k] = d
-	return d, nil
+	return decode(k, snap)
+}
+
+// NextVersion implements [kit.Source]: a provisional version, negative and
+// unique in the tx; the commit's update time is the real one.
+func (t *tx) NextVersion(backend.Key, backend.Version) backend.Version {
+	t.seq++
+	return backend.Version(-t.seq)
 }
 
 // getAll is a GetAll of the documents of keys, outside the transaction or in
 // it, decoded.
 type getAll func([]*fs.DocumentRef) ([]*fs.DocumentSnapshot, error)
 
-func (t *tx) readAll(get getAll, keys []backend.Key) ([]stored, error) {
+func (t *tx) readAll(get getAll, keys []backend.Key) ([]kit.Doc, error) {
 	refs := make([]*fs.DocumentRef, len(keys))
 	for i, k := range keys {
 		refs[i] = t.s.Doc(k)
@@ -221,7 +193,7 @@ func (t *tx) readAll(get getAll, keys []backend.Key) ([]stored, error) {
 	if err != nil {
 		return nil, fmt.Errorf("firestore: reading at commit: %w", mapErr(err))
 	}
-	ds := make([]stored, len(keys))
+	ds := make([]kit.Doc, len(keys))
 	for i, k := range keys {
 		if ds[i], err = decode(k, snaps[i]); err != nil {
 			return nil, err
@@ -241,7 +213,7 @@ func (t *tx) verify(get getAll, keys []backend.Key) error {
 		return err
 	}
 	for i, k := range keys {
-		if was := t.reads[k]; ds[i].exists != was.exists || !ds[i].updated.Equal(was.updated) {
+		if ds[i].Version != t.ReadOf(k).Version {
 			return errStaleRead
 		}
 	}
@@ -251,148 +223,15 @@ func (t *tx) verify(get getAll, keys []backend.Key) error {
 // readKeys returns the keys this tx read; with unwritten, only those whose
 // read no write of this tx checks at commit.
 func (t *tx) readKeys(unwritten bool) []backend.Key {
-	keys := make([]backend.Key, 0, len(t.reads))
-	for k, d := range t.reads {
-		if w, ok := t.writes[k]; unwritten && ok && (w.data != nil || d.exists) {
+	reads := t.Reads()
+	keys := make([]backend.Key, 0, len(reads))
+	for _, r := range reads {
+		if w := t.WriteOf(r.Key); unwritten && w != nil && (w.Data != nil || r.Version != 0) {
 			continue // sent with a precondition from this read
 		}
-		keys = append(keys, k)
+		keys = append(keys, r.Key)
 	}
 	return keys
-}
-
-// view returns the state this tx sees at k: its own write if any, else the
-// committed document. live reports whether there is a live document.
-func (t *tx) view(ctx context.Context, k backend.Key) (data []byte, v backend.Version, live bool, err error) {
-	if w, ok := t.writes[k]; ok && !w.atCommit {
-		if w.data == nil {
-			return nil, 0, false, nil
-		}
-		return w.data, w.version, backend.Live(w.expires, t.s.now()), nil
-	}
-	d, err := t.read(ctx, k)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	if w, ok := t.writes[k]; ok && w.atCommit {
-		// Read after its CreateAtCommit: the Create takes effect only
-		// over an absent document, as a Create checked now would.
-		if t.s.live(d) {
-			return nil, 0, false, fmt.Errorf("%w: %s created at commit over a live document", backend.ErrConflict, k)
-		}
-		w.atCommit = false
-		return w.data, w.version, backend.Live(w.expires, t.s.now()), nil
-	}
-	return d.data, d.version(), t.s.live(d), nil
-}
-
-func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
-	if err := t.check(k); err != nil {
-		return 0, err
-	}
-	data, v, live, err := t.view(ctx, k)
-	if err != nil {
-		return 0, err
-	}
-	if !live {
-		return 0, backend.ErrNotFound
-	}
-	if err := unmarshal(k, data, dst); err != nil {
-		return 0, err
-	}
-	return v, nil
-}
-
-func (t *tx) put(k backend.Key, data []byte, o backend.WriteOptions, atCommit bool) {
-	if _, ok := t.writes[k]; !ok {
-		t.order = append(t.order, k)
-	}
-	t.seq++
-	t.writes[k] = &write{data: data, expires: o.ExpiresAt, version: backend.Version(-t.seq), atCommit: atCommit}
-}
-
-func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
-	if err != nil {
-		return err
-	}
-	o := backend.ApplyWriteOptions(opts)
-	if _, written := t.writes[k]; o.AtCommit && t.deferCreates && !written {
-		if _, read := t.reads[k]; !read {
-			// Not read: sent as a Create with the commit, which fails
-			// the attempt if a document (live or expired) is there. The
-			// next attempt's fn reads the key (the op record) and sees.
-			t.put(k, b, o, true)
-			return nil
-		}
-	}
-	_, _, live, err := t.view(ctx, k)
-	if err != nil {
-		return err
-	}
-	if live {
-		return backend.ErrExists
-	}
-	t.put(k, b, o, false)
-	return nil
-}
-
-func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
-	if err != nil {
-		return err
-	}
-	t.put(k, b, backend.ApplyWriteOptions(opts), false)
-	return nil
-}
-
-func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
-	if err != nil {
-		return err
-	}
-	_, cur, live, err := t.view(ctx, k)
-	if err != nil {
-		return err
-	}
-	if !live {
-		return backend.ErrNotFound
-	}
-	if cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, backend.ApplyWriteOptions(opts), false)
-	return nil
-}
-
-func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	_, cur, live, err := t.view(ctx, k)
-	if err != nil {
-		return err
-	}
-	if !live {
-		return backend.ErrNotFound
-	}
-	if v != 0 && cur != v {
-		return backend.ErrConflict
-	}
-	if _, ok := t.writes[k]; !ok {
-		t.order = append(t.order, k)
-	}
-	t.writes[k] = &write{}
-	return nil
 }
 
 // As sets a **fs.Transaction target to the Firestore transaction, for the
@@ -418,10 +257,10 @@ func (t *tx) As(target any) bool {
 }
 
 // fields returns the stored fields of w, for a Set or a Create.
-func fields(w *write) map[string]any {
-	m := map[string]any{FieldDocument: string(w.data), FieldWrittenAt: fs.ServerTimestamp}
-	if !w.expires.IsZero() {
-		m[FieldExpiresAt] = w.expires
+func fields(w *kit.Write) map[string]any {
+	m := map[string]any{FieldDocument: string(w.Data), FieldWrittenAt: fs.ServerTimestamp}
+	if !w.ExpiresAt.IsZero() {
+		m[FieldExpiresAt] = w.ExpiresAt
 	}
 	return m
 }
@@ -433,9 +272,10 @@ func (t *tx) flush(get getAll) error {
 	if t.err != nil {
 		return t.err
 	}
+	writes := t.Writes()
 	n := 0
-	for _, k := range t.order {
-		if d, read := t.reads[k]; t.writes[k].data == nil && read && !d.exists {
+	for _, w := range writes {
+		if r := t.ReadOf(w.Key); w.Data == nil && r != nil && r.Version == 0 {
 			continue // absent before and after: nothing to send
 		}
 		n++
@@ -449,9 +289,9 @@ func (t *tx) flush(get getAll) error {
 	// the attempt, and on an absent one the Create fails if a document
 	// has come since.
 	var deferred []backend.Key
-	for _, k := range t.order {
-		if t.writes[k].atCommit {
-			deferred = append(deferred, k)
+	for _, w := range writes {
+		if w.AtCommit {
+			deferred = append(deferred, w.Key)
 		}
 	}
 	if len(deferred) > 0 {
@@ -460,11 +300,11 @@ func (t *tx) flush(get getAll) error {
 			return err
 		}
 		for i, k := range deferred {
-			if t.s.live(ds[i]) {
+			if ds[i].Live(t.s.opts.Now()) {
 				return fmt.Errorf("%w: %s created at commit over a live document", backend.ErrConflict, k)
 			}
-			t.reads[k] = ds[i]
-			t.writes[k].atCommit = false
+			t.SetRead(k, ds[i])
+			t.WriteOf(k).AtCommit = false
 		}
 	}
 	if !t.locked {
@@ -481,35 +321,37 @@ func (t *tx) flush(get getAll) error {
 			return err
 		}
 	}
-	for _, k := range t.order {
-		w := t.writes[k]
-		ref := t.s.Doc(k)
-		d, read := t.reads[k]
+	for i := range writes {
+		w := &writes[i]
+		ref := t.s.Doc(w.Key)
+		r := t.ReadOf(w.Key)
+		read := r != nil
+		exists := read && r.Version != 0
 		var err error
 		switch {
-		case w.data == nil && !read:
+		case w.Data == nil && !read:
 			err = t.ftx.Delete(ref)
-		case w.data == nil && d.exists:
-			err = t.ftx.Delete(ref, fs.LastUpdateTime(d.updated))
-		case w.data == nil:
+		case w.Data == nil && exists:
+			err = t.ftx.Delete(ref, fs.LastUpdateTime(updateTime(r.Version)))
+		case w.Data == nil:
 			// Absent before and after: nothing to write.
-		case read && d.exists:
+		case exists:
 			var exp any = fs.Delete
-			if !w.expires.IsZero() {
-				exp = w.expires
+			if !w.ExpiresAt.IsZero() {
+				exp = w.ExpiresAt
 			}
 			err = t.ftx.Update(ref, []fs.Update{
-				{Path: FieldDocument, Value: string(w.data)},
+				{Path: FieldDocument, Value: string(w.Data)},
 				{Path: FieldExpiresAt, Value: exp},
 				{Path: FieldWrittenAt, Value: fs.ServerTimestamp},
-			}, fs.LastUpdateTime(d.updated))
-		case read || w.atCommit:
+			}, fs.LastUpdateTime(updateTime(r.Version)))
+		case read || w.AtCommit:
 			err = t.ftx.Create(ref, fields(w))
 		default:
 			err = t.ftx.Set(ref, fields(w))
 		}
 		if err != nil {
-			return fmt.Errorf("firestore: writing %s: %w", k, err)
+			return fmt.Errorf("firestore: writing %s: %w", w.Key, err)
 		}
 	}
 	return nil

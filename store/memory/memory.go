@@ -26,9 +26,11 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
-// Options configure a Store. The zero value (or nil) means the defaults.
+// Options configure a Store. The zero value (or nil) means the defaults;
+// a negative number is refused: New panics, naming the field.
 type Options struct {
 	// Now is the store's clock, used to decide whether a document has
 	// expired. Default time.Now.
@@ -43,10 +45,9 @@ type Options struct {
 
 // Store is an in-memory idem.Store. The zero value is not usable; call New.
 type Store struct {
-	now      func() time.Time
-	maxBytes int
-	attempts int
-	seq      atomic.Int64 // last version handed out; versions are never reused
+	opts  kit.Options
+	retry kit.Retry
+	seq   atomic.Int64 // last version handed out; versions are never reused
 
 	mu   sync.Mutex // guards docs
 	docs map[backend.Key]doc
@@ -57,6 +58,14 @@ type Store struct {
 	swept   []backend.Key
 }
 
+var (
+	_ backend.Store   = (*Store)(nil)
+	_ backend.Reader  = (*Store)(nil)
+	_ backend.Sweeper = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
+	_ kit.Source      = (*tx)(nil)
+)
+
 type doc struct {
 	data    []byte
 	version backend.Version
@@ -64,264 +73,69 @@ type doc struct {
 }
 
 // New returns an empty Store; nil opts means the defaults. Every store's
-// constructor has this shape: its handle (none here) and *Options.
+// constructor has this shape: its handle (none here) and *Options. New
+// panics on a negative option, which is a mistake in the code that calls
+// it (the other stores' constructors return that error).
 func New(opts *Options) *Store {
-	s := &Store{now: time.Now, maxBytes: 1 << 20, attempts: 64, docs: make(map[backend.Key]doc)}
+	var o kit.Options
 	if opts != nil {
-		if opts.Now != nil {
-			s.now = opts.Now
-		}
-		if opts.MaxDocumentBytes > 0 {
-			s.maxBytes = opts.MaxDocumentBytes
-		}
-		if opts.MaxAttempts > 0 {
-			s.attempts = opts.MaxAttempts
-		}
+		o = kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}
 	}
-	return s
+	o, err := o.Resolve("memory", kit.Options{Now: time.Now, MaxDocumentBytes: 1 << 20, MaxAttempts: 64})
+	if err != nil {
+		panic(err)
+	}
+	return &Store{
+		opts:  o,
+		retry: kit.Retry{Store: "memory", MaxAttempts: o.MaxAttempts, Base: 50 * time.Microsecond, Cap: 20 * time.Millisecond},
+		docs:  make(map[backend.Key]doc),
+	}
 }
 
 var errConflictCommit = fmt.Errorf("%w: a document read or written changed before commit", backend.ErrConflict)
 
 // Run implements idem.Store.
 func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
-	var err error
-	for attempt := 0; attempt < s.attempts; attempt++ {
-		if attempt > 0 {
-			if err := backend.Backoff(ctx, attempt, 50*time.Microsecond, 20*time.Millisecond); err != nil {
-				return err
-			}
-		}
-		t := &tx{s: s}
-		t.reads.items, t.writes.items = t.readBuf[:0], t.writeBuf[:0]
-		err = fn(ctx, t)
-		t.closed = true
-		if err == nil {
-			err = t.commit()
-			if err == nil {
-				return nil
-			}
-		} else if !errors.Is(err, backend.ErrConflict) && t.stale() {
-			// fn decided on reads that no single state held (one read
-			// before another transaction committed, one after): its
-			// error may be an artefact of that, so it runs again.
-			err = errConflictCommit
-		}
-		if !errors.Is(err, backend.ErrConflict) {
-			return err
-		}
+	return s.retry.Do(ctx, func() error { return s.attempt(ctx, fn) }, kit.OnConflict)
+}
+
+func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
+	t := &tx{s: s}
+	t.Init("memory", t, s.opts, kit.Mode{})
+	err := fn(ctx, t)
+	t.Close()
+	if err == nil {
+		return t.commit()
+	}
+	if !errors.Is(err, backend.ErrConflict) && t.stale() {
+		// fn decided on reads that no single state held (one read before
+		// another transaction committed, one after): its error may be an
+		// artefact of that, so it runs again.
+		return errConflictCommit
 	}
 	return err
 }
 
-// A write is one key's pending write: a document, or a delete.
-type write struct {
-	k        backend.Key
-	data     []byte // nil: delete
-	version  backend.Version
-	expires  time.Time
-	observed bool // fn read this write's version back (Get, Update)
-}
-
-// A read is the stored version a tx saw at a key (0 for no entry), expired
-// or not; the commit requires it unchanged.
-type read struct {
-	k backend.Key
-	v backend.Version
-}
-
-// indexFrom is how many reads or writes a tx looks through one by one
-// before it indexes them in a map.
-const indexFrom = 8
-
-// keyedList holds one item per key, in the order of each key's first item:
-// found by looking through them one by one while there are few, through a
-// map of positions past indexFrom.
-type keyedList[T interface{ key() backend.Key }] struct {
-	items []T
-	at    map[backend.Key]int
-}
-
-// find returns the item at k, or nil.
-func (l *keyedList[T]) find(k backend.Key) *T {
-	if l.at != nil {
-		if i, ok := l.at[k]; ok {
-			return &l.items[i]
-		}
-		return nil
-	}
-	for i := range l.items {
-		if l.items[i].key() == k {
-			return &l.items[i]
-		}
-	}
-	return nil
-}
-
-// add appends x, whose key has no item yet.
-func (l *keyedList[T]) add(x T) {
-	l.items = append(l.items, x)
-	switch n := len(l.items); {
-	case l.at != nil:
-		l.at[x.key()] = n - 1
-	case n > indexFrom:
-		l.at = make(map[backend.Key]int, 2*n)
-		for i := range l.items {
-			l.at[l.items[i].key()] = i
-		}
-	}
-}
-
-func (w write) key() backend.Key { return w.k }
-func (r read) key() backend.Key  { return r.k }
-
-// tx is one attempt's transaction. Most transactions touch a few keys: their
-// reads and writes live in the tx itself, so that an attempt allocates the
-// tx and the documents it encodes, and nothing else.
+// tx is one attempt's transaction: a kit.Buffer over the store's map. Most
+// transactions touch a few keys: their reads and writes live in the tx
+// itself, so that an attempt allocates the tx and the documents it encodes,
+// and nothing else.
 type tx struct {
-	s        *Store
-	closed   bool
-	reads    keyedList[read]      // every key this tx looked at, once each
-	writes   keyedList[write]     // one per key, in the order of each key's first write
-	opts     backend.WriteOptions // the options of the write being made
-	readBuf  [4]read
-	writeBuf [2]write
+	kit.Buffer
+	s *Store
 }
 
-// setWrite records w as the pending write at its key, in place of an
-// earlier one.
-func (t *tx) setWrite(w write) {
-	if p := t.writes.find(w.k); p != nil {
-		*p = w
-		return
-	}
-	t.writes.add(w)
-}
-
-// noteRead records the version seen at k, unless k was seen before.
-func (t *tx) noteRead(k backend.Key, v backend.Version) {
-	if t.reads.find(k) == nil {
-		t.reads.add(read{k: k, v: v})
-	}
-}
-
-var errClosed = errors.New("memory: transaction used after Run returned")
-
-// view returns the state this tx sees at k: its own write if any, else the
-// committed document, recording the read.
-func (t *tx) view(k backend.Key) (data []byte, v backend.Version, live bool) {
-	if w := t.writes.find(k); w != nil {
-		if w.data == nil {
-			return nil, 0, false
-		}
-		w.observed = true
-		return w.data, w.version, backend.Live(w.expires, t.s.now())
-	}
+// ReadDoc implements [kit.Source].
+func (t *tx) ReadDoc(ctx context.Context, k backend.Key) (kit.Doc, error) {
 	t.s.mu.Lock()
-	d, ok := t.s.docs[k]
+	d := t.s.docs[k]
 	t.s.mu.Unlock()
-	t.noteRead(k, d.version) // 0 for no entry
-	if !ok {
-		return nil, 0, false
-	}
-	return d.data, d.version, backend.Live(d.expires, t.s.now())
+	return kit.Doc{Version: d.version, Data: d.data, ExpiresAt: d.expires}, nil
 }
 
-func (t *tx) check(k backend.Key) error {
-	if t.closed {
-		return errClosed
-	}
-	return k.Validate()
-}
-
-func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
-	if err := t.check(k); err != nil {
-		return 0, err
-	}
-	data, v, live := t.view(k)
-	if !live {
-		return 0, backend.ErrNotFound
-	}
-	if dst != nil {
-		if err := json.Unmarshal(data, dst); err != nil {
-			return 0, fmt.Errorf("memory: decoding %s: %w", k, err)
-		}
-	}
-	return v, nil
-}
-
-func (t *tx) encode(doc any) ([]byte, error) { return backend.EncodeDocument(doc, t.s.maxBytes) }
-
-func (t *tx) put(k backend.Key, data []byte, opts []backend.WriteOption) {
-	// backend.ApplyWriteOptions, into the tx: its result would be allocated.
-	t.opts = backend.WriteOptions{}
-	for _, f := range opts {
-		if f != nil {
-			f(&t.opts)
-		}
-	}
-	t.setWrite(write{k: k, data: data, version: backend.Version(t.s.seq.Add(1)), expires: t.opts.ExpiresAt})
-}
-
-func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
-	if err != nil {
-		return err
-	}
-	if _, _, live := t.view(k); live {
-		return backend.ErrExists
-	}
-	t.put(k, b, opts)
-	return nil
-}
-
-func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
-	if err != nil {
-		return err
-	}
-	t.put(k, b, opts)
-	return nil
-}
-
-func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
-	if err != nil {
-		return err
-	}
-	_, cur, live := t.view(k)
-	if !live {
-		return backend.ErrNotFound
-	}
-	if cur != v {
-		return backend.ErrConflict
-	}
-	t.put(k, b, opts)
-	return nil
-}
-
-func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	_, cur, live := t.view(k)
-	if !live {
-		return backend.ErrNotFound
-	}
-	if v != 0 && cur != v {
-		return backend.ErrConflict
-	}
-	t.setWrite(write{k: k})
-	return nil
+// NextVersion implements [kit.Source]: the store's next version.
+func (t *tx) NextVersion(backend.Key, backend.Version) backend.Version {
+	return backend.Version(t.s.seq.Add(1))
 }
 
 func (t *tx) As(target any) bool { return false }
@@ -334,8 +148,8 @@ func (t *tx) stale() bool {
 }
 
 func (t *tx) staleLocked() bool {
-	for _, r := range t.reads.items {
-		if t.s.docs[r.k].version != r.v { // 0 for no entry
+	for _, r := range t.Reads() {
+		if t.s.docs[r.Key].version != r.Version { // 0 for no entry
 			return true
 		}
 	}
@@ -350,28 +164,29 @@ func (t *tx) commit() error {
 		return errConflictCommit
 	}
 	// Check every write before applying any.
-	for i := range t.writes.items {
-		w := &t.writes.items[i]
-		if w.data == nil {
+	writes := t.Writes()
+	for i := range writes {
+		w := &writes[i]
+		if w.Data == nil {
 			continue
 		}
-		if d, ok := s.docs[w.k]; ok && d.version >= w.version {
+		if d, ok := s.docs[w.Key]; ok && d.version >= w.Version {
 			// A blind Put whose version was handed out before another
 			// transaction's write to k committed. Versions only go up: a
 			// write whose version fn never saw gets a fresh one; one fn
 			// saw (and may have used) makes the attempt run again.
-			if w.observed {
+			if w.Observed {
 				return errConflictCommit
 			}
-			w.version = backend.Version(s.seq.Add(1))
+			w.Version = backend.Version(s.seq.Add(1))
 		}
 	}
-	for _, w := range t.writes.items {
-		if w.data == nil {
-			delete(s.docs, w.k)
+	for _, w := range writes {
+		if w.Data == nil {
+			delete(s.docs, w.Key)
 			continue
 		}
-		s.docs[w.k] = doc{data: w.data, version: w.version, expires: w.expires}
+		s.docs[w.Key] = doc{data: w.Data, version: w.Version, expires: w.ExpiresAt}
 	}
 	return nil
 }
@@ -385,7 +200,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	s.mu.Lock()
 	d, ok := s.docs[k]
 	s.mu.Unlock()
-	if !ok || !backend.Live(d.expires, s.now()) {
+	if !ok || !backend.Live(d.expires, s.opts.Now()) {
 		return 0, backend.ErrNotFound
 	}
 	if dst != nil {
@@ -420,7 +235,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	}
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
-	now := s.now()
+	now := s.opts.Now()
 	n, scanned := 0, false
 	for n < limit {
 		if err := ctx.Err(); err != nil {

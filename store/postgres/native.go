@@ -19,10 +19,7 @@ type nativeTx struct {
 }
 
 func (n nativeTx) err() error {
-	if n.t.closed.Load() {
-		return errClosed
-	}
-	return nil
+	return n.t.gate.Err()
 }
 
 func (n nativeTx) Begin(ctx context.Context) (pgx.Tx, error) {

@@ -44,9 +44,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
-// Options configure a Store. The zero value (or nil) means the defaults.
+// Options configure a Store. The zero value (or nil) means the defaults;
+// New refuses a negative number, naming the field.
 type Options struct {
 	// TablePrefix is prepended to the names of the table, sequence and index
 	// the store uses (<prefix>idem_docs, ...), so that several stores can
@@ -67,11 +69,10 @@ type Options struct {
 // Store is an idem.Store on a PostgreSQL database. It is safe for concurrent
 // use. Create one with New and its schema with Migrate.
 type Store struct {
-	pool     *pgxpool.Pool
-	now      func() time.Time
-	maxBytes int
-	attempts int
-	q        queries
+	pool  *pgxpool.Pool
+	opts  kit.Options
+	retry kit.Retry
+	q     queries
 	// named: the pool caches prepared statements (pgx's default mode), so
 	// the store's own statements are prepared by name (see tx.prepared).
 	// Other modes (the simple protocol behind a transaction-pooling
@@ -94,38 +95,31 @@ var (
 	_ backend.Store   = (*Store)(nil)
 	_ backend.Reader  = (*Store)(nil)
 	_ backend.Sweeper = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
 )
 
 // New returns a Store that keeps its documents in pool's database; nil opts
 // means the defaults. It does not touch the database: call Migrate before the
-// first Run. It fails on a nil pool or a malformed TablePrefix.
+// first Run. It fails on a nil pool, a negative option or a malformed
+// TablePrefix.
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("postgres: New needs a pool")
 	}
-	s := &Store{pool: pool, now: time.Now, maxBytes: 1 << 20, attempts: 32, sweepFrom: sweepStart,
-		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
-	prefix := ""
-	if opts != nil {
-		prefix = opts.TablePrefix
-		if opts.Now != nil {
-			s.now = opts.Now
-		}
-		if opts.MaxDocumentBytes < 0 || opts.MaxAttempts < 0 {
-			return nil, errors.New("postgres: MaxDocumentBytes and MaxAttempts may not be negative")
-		}
-		if opts.MaxDocumentBytes > 0 {
-			s.maxBytes = opts.MaxDocumentBytes
-		}
-		if opts.MaxAttempts > 0 {
-			s.attempts = opts.MaxAttempts
-		}
+	if opts == nil {
+		opts = &Options{}
 	}
-	if err := validPrefix(prefix); err != nil {
+	o, err := kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}.
+		Resolve("postgres", kit.Options{Now: time.Now, MaxDocumentBytes: 1 << 20, MaxAttempts: 32})
+	if err != nil {
 		return nil, err
 	}
-	s.q = newQueries(prefix)
-	return s, nil
+	if err := validPrefix(opts.TablePrefix); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, opts: o, q: newQueries(opts.TablePrefix), sweepFrom: sweepStart,
+		retry: kit.Retry{Store: "postgres", MaxAttempts: o.MaxAttempts, Base: 500 * time.Microsecond, Cap: 50 * time.Millisecond},
+		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}, nil
 }
 
 func validPrefix(p string) error {
@@ -193,37 +187,33 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 	}
 	s.calls.Add(1)
 	defer s.calls.Add(-1)
-	var err error
-	uniques := 0 // unique violations met so far
-	for attempt := 0; attempt < s.attempts; attempt++ {
-		// The first retry after a Create at commit found a live document
-		// goes at once: it will read that document, not meet contention.
-		if attempt > 0 && (attempt > 1 || !errors.Is(err, errLiveDocument)) {
-			if berr := backend.Backoff(ctx, attempt, 500*time.Microsecond, 50*time.Millisecond); berr != nil {
-				return fmt.Errorf("postgres: %w (after: %w)", berr, err)
-			}
+	failed, uniques := 0, 0 // attempts failed, unique violations met
+	err := s.retry.Do(ctx, func() error { return s.attempt(ctx, fn) }, func(err error) kit.Next {
+		failed++
+		if !retryable(err) {
+			return kit.Stop
 		}
-		err = s.attempt(ctx, fn)
-		if err == nil || !retryable(err) {
-			return poolerHint(err)
-		}
-		if pe := uniqueViolation(err); pe != nil {
+		if uniqueViolation(err) != nil {
 			// A create race in fn's own tables is settled by one more
 			// attempt, which reads the winner's row. A violation that
 			// comes back was not a race (an email already taken): it is
 			// fn's caller's to see, not a conflict to wait out.
 			if uniques++; uniques > 1 {
-				if errors.Is(err, backend.ErrConflict) {
-					return fmt.Errorf("postgres: %w", pe)
-				}
-				return err
+				return kit.Stop
 			}
 		}
+		if failed == 1 && errors.Is(err, errLiveDocument) {
+			// A Create at commit found a live document: the retry reads
+			// it, and meets no contention.
+			return kit.AgainNow
+		}
+		return kit.Again
+	})
+	if uniques > 1 && errors.Is(err, backend.ErrConflict) {
+		// The unique violation that came back, as it is.
+		return fmt.Errorf("postgres: %w", uniqueViolation(err))
 	}
-	if !errors.Is(err, backend.ErrConflict) {
-		err = fmt.Errorf("%w: %w", backend.ErrConflict, err)
-	}
-	return fmt.Errorf("postgres: gave up after %d attempts: %w", s.attempts, err)
+	return poolerHint(err)
 }
 
 func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
@@ -250,13 +240,13 @@ func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx conte
 	t = &tx{s: s, ctx: ctx, conn: conn, absent: make(map[backend.Key]time.Time)}
 	defer func() {
 		if r := recover(); r != nil {
-			t.closed.Store(true)
+			t.gate.Close()
 			t.rollback(ctx)
 			panic(r)
 		}
 	}()
 	err = fn(ctx, t)
-	t.closed.Store(true)
+	t.gate.Close()
 	if err != nil {
 		t.rollback(ctx)
 		return t, err
@@ -294,7 +284,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("postgres: Sweep limit must be positive")
 	}
-	now := s.now()
+	now := s.opts.Now()
 	s.sweepMu.Lock()
 	from := s.sweepFrom
 	s.sweepMu.Unlock()

@@ -56,8 +56,8 @@ var _ Querier = querier{}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	t := q.t
-	if t.closed.Load() {
-		return pgconn.CommandTag{}, errClosed
+	if err := t.gate.Err(); err != nil {
+		return pgconn.CommandTag{}, err
 	}
 	if len(args) == 0 {
 		// pgx sends an Exec without arguments with the simple protocol,
@@ -93,8 +93,8 @@ func (r *row) Scan(dest ...any) error {
 		return errors.New("postgres: Row.Scan called twice")
 	}
 	r.scanned = true
-	if r.t.closed.Load() {
-		return errClosed
+	if err := r.t.gate.Err(); err != nil {
+		return err
 	}
 	noRows := false
 	err := r.t.send(r.ctx, &pending{sql: r.sql, args: r.args, scan: func(row pgx.Row) error {
@@ -119,8 +119,8 @@ func (r *row) Scan(dest ...any) error {
 // begun begins the transaction and sends the waiting writes, for the methods
 // that run on the pgx.Tx.
 func (q querier) begun(ctx context.Context) (pgx.Tx, error) {
-	if q.t.closed.Load() {
-		return nil, errClosed
+	if err := q.t.gate.Err(); err != nil {
+		return nil, err
 	}
 	if err := q.t.send(ctx, nil); err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
-	now := s.now()
+	now := s.opts.Now()
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: acquiring a connection: %w", err)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
 // tx is one attempt's transaction. Statements are pipelined: BEGIN goes out
@@ -26,11 +26,11 @@ type tx struct {
 	ctx  context.Context // Run's context, for As, which has none
 	conn *pgx.Conn
 
-	ptx    pgx.Tx      // the native transaction; nil until BEGIN is sent
-	queue  []pending   // writes not sent yet
-	failed error       // the first statement error; the transaction is aborted
-	closed atomic.Bool // fn has returned; read by handles fn may have kept
-	native bool        // As handed out ptx
+	ptx    pgx.Tx    // the native transaction; nil until BEGIN is sent
+	queue  []pending // writes not sent yet
+	failed error     // the first statement error; the transaction is aborted
+	gate   kit.Gate  // closed when fn returns; read by handles fn may have kept
+	native bool      // As handed out ptx
 
 	// absent holds the keys a Get of this tx found not live, with the
 	// clock reading it judged expiry by, until this tx writes the key. A
@@ -50,19 +50,10 @@ type pending struct {
 	exec func(pgconn.CommandTag) // nil: no command tag wanted
 }
 
-var errClosed = errors.New("postgres: transaction used after Run returned")
-
 // errLiveDocument: a Create sent with the commit found a live document. The
 // retry reads it, so Run retries at once instead of backing off: there is
 // no contention to wait out.
 var errLiveDocument = errors.New("a live document was there")
-
-func (t *tx) check(k backend.Key) error {
-	if t.closed.Load() {
-		return errClosed
-	}
-	return k.Validate()
-}
 
 // send sends the queued writes and then last (if not nil) in one round trip,
 // beginning the transaction first if it has not begun.
@@ -271,11 +262,11 @@ func retryable(err error) bool {
 	return false
 }
 
-// encode returns doc as the JSON text of a jsonb argument: a string, which
-// pgx sends as jsonb with every query mode (a []byte would go as bytea in
-// the simple protocol).
-func (t *tx) encode(doc any) (string, error) {
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
+// checkWrite makes the Gate's checks of a write and returns doc as the
+// JSON text of a jsonb argument: a string, which pgx sends as jsonb with
+// every query mode (a []byte would go as bytea in the simple protocol).
+func (t *tx) checkWrite(k backend.Key, doc any) (string, error) {
+	b, err := t.gate.CheckWrite(k, doc, t.s.opts.MaxDocumentBytes)
 	if err != nil {
 		return "", err
 	}
@@ -314,7 +305,7 @@ func expiryArg(o backend.WriteOptions) any {
 
 // state reads the version and liveness of k.
 func (t *tx) state(ctx context.Context, k backend.Key, dst *[]byte) (v int64, live bool, now time.Time, err error) {
-	now = t.s.now()
+	now = t.s.opts.Now()
 	if dst == nil {
 		dst = new([]byte)
 	}
@@ -339,7 +330,7 @@ func (t *tx) state(ctx context.Context, k backend.Key, dst *[]byte) (v int64, li
 }
 
 func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, error) {
-	if err := t.check(k); err != nil {
+	if err := t.gate.Check(k); err != nil {
 		return 0, err
 	}
 	var doc []byte
@@ -360,10 +351,7 @@ func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, 
 }
 
 func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
+	b, err := t.checkWrite(k, doc)
 	if err != nil {
 		return err
 	}
@@ -379,7 +367,7 @@ func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend
 		// Get saw as expired is still replaceable; with AtCommit and no
 		// such Get, by the clock at this call.
 		if !absent {
-			seen = t.s.now()
+			seen = t.s.opts.Now()
 		}
 		// Sent with the next statement or the COMMIT: a live document
 		// there by then fails the statement (22012, mapped to
@@ -399,7 +387,7 @@ func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend
 		return nil
 	}
 	created := false
-	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.StoredID(), b, exp, t.s.now()},
+	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.StoredID(), b, exp, t.s.opts.Now()},
 		scan: func(row pgx.Row) error {
 			var v int64
 			err := row.Scan(&v)
@@ -419,10 +407,7 @@ func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend
 }
 
 func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
+	b, err := t.checkWrite(k, doc)
 	if err != nil {
 		return err
 	}
@@ -467,21 +452,18 @@ func (t *tx) written(ctx context.Context, k backend.Key, p *pending) error {
 }
 
 func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
+	b, err := t.checkWrite(k, doc)
 	if err != nil {
 		return err
 	}
-	return t.written(ctx, k, &pending{sql: t.s.q.update, args: []any{k.Collection, k.StoredID(), b, expiry(opts), int64(v), t.s.now()}})
+	return t.written(ctx, k, &pending{sql: t.s.q.update, args: []any{k.Collection, k.StoredID(), b, expiry(opts), int64(v), t.s.opts.Now()}})
 }
 
 func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error {
-	if err := t.check(k); err != nil {
+	if err := t.gate.Check(k); err != nil {
 		return err
 	}
-	return t.written(ctx, k, &pending{sql: t.s.q.delete, args: []any{k.Collection, k.StoredID(), int64(v), t.s.now()}})
+	return t.written(ctx, k, &pending{sql: t.s.q.delete, args: []any{k.Collection, k.StoredID(), int64(v), t.s.opts.Now()}})
 }
 
 // As hands out the transaction's native handle, so fn can write its own
@@ -498,7 +480,7 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 // fails every statement with that error, so the handler meets the reason. As reports false for other
 // targets and after fn returned.
 func (t *tx) As(target any) bool {
-	if t.closed.Load() {
+	if t.gate.Closed() {
 		return false
 	}
 	switch p := target.(type) {

@@ -53,9 +53,11 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
-// Options configure a Store. Nil, or a zero field, means the default.
+// Options configure a Store. Nil, or a zero field, means the default;
+// Open refuses a negative number, naming the field.
 type Options struct {
 	// Now is the store's clock, used to decide whether a document has
 	// expired. Default time.Now.
@@ -78,11 +80,10 @@ type Options struct {
 // Store is an idem.Store in a SQLite database file. It is safe for
 // concurrent use; create it with Open and release it with Close.
 type Store struct {
-	db       *sql.DB
-	now      func() time.Time
-	maxBytes int
-	busy     time.Duration
-	attempts int
+	db    *sql.DB
+	opts  kit.Options
+	retry kit.Retry
+	busy  time.Duration
 	// writer holds one token while a Run or Sweep of this Store uses the
 	// database, so that this process's transactions queue in Go instead of
 	// polling SQLite's lock.
@@ -112,6 +113,13 @@ type Store struct {
 	uncheckpointed int
 	checkpointAt   int
 }
+
+var (
+	_ backend.Store   = (*Store)(nil)
+	_ backend.Reader  = (*Store)(nil)
+	_ backend.Sweeper = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
+)
 
 // writeConn is a connection kept for Runs and the statements prepared on
 // it.
@@ -225,28 +233,25 @@ func Open(path string, opts *Options) (*Store, error) {
 	if strings.HasPrefix(path, "file:") || path == ":memory:" || strings.ContainsRune(path, 0) {
 		return nil, errors.New("sqlite: path must name a database file")
 	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	o, err := kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}.
+		Resolve("sqlite", kit.Options{Now: time.Now, MaxDocumentBytes: 1 << 20, MaxAttempts: 16})
+	if err != nil {
+		return nil, err
+	}
+	busy, err := kit.Default("sqlite", "BusyTimeout", opts.BusyTimeout, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
-		now:          time.Now,
-		maxBytes:     1 << 20,
-		busy:         5 * time.Second,
-		attempts:     16,
+		opts:         o,
+		retry:        kit.Retry{Store: "sqlite", MaxAttempts: o.MaxAttempts, Base: 100 * time.Microsecond, Cap: 20 * time.Millisecond},
+		busy:         busy,
 		checkpointAt: firstCheckpoint,
 		writer:       make(chan struct{}, 1),
 		done:         make(chan struct{}),
-	}
-	if opts != nil {
-		if opts.Now != nil {
-			s.now = opts.Now
-		}
-		if opts.MaxDocumentBytes > 0 {
-			s.maxBytes = opts.MaxDocumentBytes
-		}
-		if opts.BusyTimeout > 0 {
-			s.busy = opts.BusyTimeout
-		}
-		if opts.MaxAttempts > 0 {
-			s.attempts = opts.MaxAttempts
-		}
 	}
 	db, err := sql.Open("sqlite", dsn(path, s.busy))
 	if err != nil {
@@ -371,19 +376,7 @@ func (s *Store) unlock() { <-s.writer }
 // the transaction fn is in. Called with fn's context it fails at once; with
 // another context it fails after a minute of waiting.
 func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
-	var err error
-	for attempt := range s.attempts {
-		if attempt > 0 {
-			if err := backend.Backoff(ctx, attempt, 100*time.Microsecond, 20*time.Millisecond); err != nil {
-				return err
-			}
-		}
-		err = s.runOnce(ctx, fn)
-		if err == nil || !errors.Is(err, backend.ErrConflict) {
-			return err
-		}
-	}
-	return err
+	return s.retry.Do(ctx, func() error { return s.runOnce(ctx, fn) }, kit.OnConflict)
 }
 
 func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) (err error) {
@@ -414,7 +407,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 	}
 	done := false
 	defer func() {
-		t.closed = true
+		t.gate.Close()
 		if !done {
 			// fn panicked (or called runtime.Goexit): undo it and let the
 			// panic go on.
@@ -426,7 +419,7 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 	st.active.Store(true)
 	defer st.active.Store(false)
 	fnErr := fn(context.WithValue(ctx, inRun{s}, st), t)
-	t.closed = true
+	t.gate.Close()
 	done = true
 	if fnErr != nil {
 		w.rollback()
@@ -516,7 +509,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 	if err := k.Validate(); err != nil {
 		return 0, err
 	}
-	return scanDoc(s.reader.QueryRowContext(ctx, k.Collection, k.StoredID()), unixNano(s.now()), dst)
+	return scanDoc(s.reader.QueryRowContext(ctx, k.Collection, k.StoredID()), unixNano(s.opts.Now()), dst)
 }
 
 // sweepBatch is the most documents one sweep transaction deletes: about
@@ -557,7 +550,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, errors.New("sqlite: sweep limit must be positive")
 	}
-	now := unixNano(s.now())
+	now := unixNano(s.opts.Now())
 	// One sweep at a time: the checkpoint counters are the sweeps'.
 	s.sweeping.Lock()
 	defer s.sweeping.Unlock()

@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 )
 
 // tx is one Run's transaction: statements on the Run's connection, inside
 // its BEGIN IMMEDIATE, so reads see this tx's own writes.
 type tx struct {
-	s      *Store
-	conn   *sql.Conn
-	w      *writeConn // conn, and the statements prepared on it
-	closed bool
+	gate kit.Gate // closed when fn returns
+	s    *Store
+	conn *sql.Conn
+	w    *writeConn // conn, and the statements prepared on it
 	// rolledBack is set by SQLite's rollback hook: SQLite ended the
 	// transaction by itself (a statement was interrupted, or failed with
 	// an I/O or full-disk error). Later statements would run outside any
@@ -28,8 +29,6 @@ type tx struct {
 }
 
 var errRolledBack = errors.New("sqlite: SQLite rolled the transaction back (a statement was interrupted or failed); nothing in it was kept")
-
-var errClosed = errors.New("sqlite: transaction used after Run's fn returned")
 
 var (
 	minTime = time.Unix(0, math.MinInt64)
@@ -58,22 +57,25 @@ func expiresAt(opts []backend.WriteOption) sql.NullInt64 {
 	return sql.NullInt64{Int64: unixNano(o.ExpiresAt), Valid: true}
 }
 
+// check is the Gate's check, refusing too a transaction SQLite has rolled
+// back.
 func (t *tx) check(k backend.Key) error {
-	if t.closed {
-		return errClosed
-	}
 	if t.rolledBack.Load() {
 		return errRolledBack
 	}
-	return k.Validate()
+	return t.gate.Check(k)
 }
 
-func (t *tx) encode(doc any) (string, error) {
-	b, err := backend.EncodeDocument(doc, t.s.maxBytes)
+// checkWrite is check, and then doc encoded within the store's limit.
+func (t *tx) checkWrite(k backend.Key, doc any) (string, error) {
+	if t.rolledBack.Load() {
+		return "", errRolledBack
+	}
+	b, err := t.gate.CheckWrite(k, doc, t.s.opts.MaxDocumentBytes)
 	return string(b), err
 }
 
-func (t *tx) nowNano() int64 { return unixNano(t.s.now()) }
+func (t *tx) nowNano() int64 { return unixNano(t.s.opts.Now()) }
 
 // exec runs one of the store's statements, prepared once per connection.
 func (t *tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -160,10 +162,7 @@ func scanDoc(row *sql.Row, now int64, dst any) (backend.Version, error) {
 // Create implements [idem.Tx]: one INSERT whose ON CONFLICT replaces the row
 // only if it has expired.
 func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
+	b, err := t.checkWrite(k, doc)
 	if err != nil {
 		return err
 	}
@@ -188,10 +187,7 @@ func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend
 
 // Put implements [idem.Tx].
 func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
+	b, err := t.checkWrite(k, doc)
 	if err != nil {
 		return err
 	}
@@ -213,10 +209,7 @@ func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.Wr
 // Update implements [idem.Tx]: one UPDATE conditional on the version and on
 // the document being live.
 func (t *tx) Update(ctx context.Context, k backend.Key, v backend.Version, doc any, opts ...backend.WriteOption) error {
-	if err := t.check(k); err != nil {
-		return err
-	}
-	b, err := t.encode(doc)
+	b, err := t.checkWrite(k, doc)
 	if err != nil {
 		return err
 	}
@@ -265,7 +258,7 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 // or rolls back with the documents. Use the connection only inside fn, and
 // never run BEGIN, COMMIT or ROLLBACK on it.
 func (t *tx) As(target any) bool {
-	if p, ok := target.(**sql.Conn); ok && p != nil && !t.closed {
+	if p, ok := target.(**sql.Conn); ok && p != nil && !t.gate.Closed() {
 		*p = t.conn
 		return true
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -149,29 +150,28 @@ type writeChecksOnly struct {
 var errWriteCondition = errors.New("storetest: a write's condition failed at commit")
 
 func (s *writeChecksOnly) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
-	const attempts = 100
-	for attempt := 1; ; attempt++ {
+	r := kit.Retry{Store: "storetest", MaxAttempts: 100, Base: time.Millisecond, Cap: 20 * time.Millisecond}
+	return r.Do(ctx, func() error {
 		tx := &writesAtEnd{s: s, wrote: map[idem.Key]bool{}}
-		err := fn(ctx, tx)
-		if err == nil {
-			err = s.Store.Run(ctx, func(ctx context.Context, inner idem.Tx) error {
-				for _, w := range tx.writes {
-					if err := w(ctx, inner); err != nil {
-						// Not wrapping the store's error: Run must not
-						// retry the writes alone.
-						return fmt.Errorf("%w: %v", errWriteCondition, err)
-					}
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return s.Store.Run(ctx, func(ctx context.Context, inner idem.Tx) error {
+			for _, w := range tx.writes {
+				if err := w(ctx, inner); err != nil {
+					// Not wrapping the store's error: Run must not
+					// retry the writes alone.
+					return fmt.Errorf("%w: %v", errWriteCondition, err)
 				}
-				return nil
-			})
+			}
+			return nil
+		})
+	}, func(err error) kit.Next {
+		if errors.Is(err, errWriteCondition) || errors.Is(err, idem.ErrConflict) {
+			return kit.Again
 		}
-		if attempt == attempts || !(errors.Is(err, errWriteCondition) || errors.Is(err, idem.ErrConflict)) {
-			return err
-		}
-		if err := backend.Backoff(ctx, attempt, time.Millisecond, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+		return kit.Stop
+	})
 }
 
 // writesAtEnd is a transaction of writeChecksOnly.
