@@ -21,6 +21,7 @@ targets=(
   "./idem FuzzToolCall"
   "./idem FuzzValidateOpID"
   "./idem FuzzFingerprint"
+  "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"
 )
