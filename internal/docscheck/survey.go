@@ -28,7 +28,7 @@ const surveyHeader = "| tool | hints | op id | record keys |"
 // keys in the order they are required.
 func Survey(t *testing.T, srv *mcp.Server, section string) {
 	t.Helper()
-	page, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "survey.md"))
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "survey.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,20 +147,21 @@ func surveyTable(page, section string) (map[string]string, error) {
 	return rows, nil
 }
 
-// moduleRoot returns the folder of go.mod, from the test's folder up.
-func moduleRoot(t *testing.T) string {
+// repoRoot returns the repository's root, the folder of go.work, from the
+// test's folder up: the examples are a module of their own below it.
+func repoRoot(t *testing.T) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
-			t.Fatal("no go.mod above the test's folder")
+			t.Fatal("no go.work above the test's folder")
 		}
 		dir = up
 	}
