@@ -40,7 +40,7 @@ var auditedExamples = []struct {
 		},
 		want: map[string]class{
 			"start_focus": classIdempotent, "end_focus": classIdempotent, "delete_session": classIdempotent,
-			"log_session": classIdempotent, "add_steps": classIdempotent, "heartbeat": classIdempotent,
+			"log_session": classIdempotent, "add_steps": classIdempotent, "set_steps": classIdempotent, "heartbeat": classIdempotent,
 			"get_now": classReadOnly, "list_sessions": classReadOnly, "get_operation": classReadOnly,
 		},
 	},

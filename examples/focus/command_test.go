@@ -73,7 +73,10 @@ func TestDemo(t *testing.T) {
 		`"id":"s-mail"`,
 		"16 at once",
 		"1 distinct answer(s) of 16",
-		"the day holds 1500 steps",
+		"the day holds 1750 steps",
+		"retry, new op_id       ran                 phone set to 1200, day total 1200 steps",
+		"s-mail on phone (yours)",
+		"end_focus phone, no session_id         1st                    ran                 stopped: end set to 16:40",
 		"25 logged minutes",
 	} {
 		if !strings.Contains(first, want) {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -13,32 +17,42 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/idemtest"
 )
 
 // demoNow is the server's clock in the demo: 16:40, when the phone that
 // was offline since 14:05 gets its queued stop through.
 var demoNow = time.Date(2026, 3, 2, 16, 40, 0, 0, time.UTC)
 
-// demo plays a client against the server and prints one line per call:
-// the call, the attempt, whether the handler ran, and the answer.
+// demo plays a client against the server, over streamable HTTP on
+// loopback as -http serves it (stateless: every request is a connection of
+// its own), and prints one line per call: the call, the attempt, whether
+// the handler ran, and the answer.
 type demo struct {
-	ctx context.Context
-	srv *mcp.Server
-	f   *focus
-	tw  *tabwriter.Writer
-	n   int
+	ctx  context.Context
+	url  string
+	hc   *http.Client
+	loss *lossy
+	f    *focus
+	tw   *tabwriter.Writer
+	n    int
 }
 
 // runDemo runs the scripted client on store s and writes the table to w.
 func runDemo(ctx context.Context, s idem.Store, w io.Writer) error {
 	srv, f := newFocus(s, Config{Now: func() time.Time { return demoNow }})
-	d := &demo{ctx: ctx, srv: srv, f: f, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
-	fmt.Fprintln(w, "focus demo: each write sent again after its answer was lost, two devices stopping one session in both orders, parallel bursts.")
+	loss := &lossy{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
+	hs := httptest.NewServer(loss)
+	defer hs.Close()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	d := &demo{ctx: ctx, url: hs.URL, hc: &http.Client{Transport: tr}, loss: loss, f: f, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	fmt.Fprintln(w, "focus demo: each write sent again after its answer was lost, a model's retry with a new op id, two devices stopping")
+	fmt.Fprintln(w, "one session in both orders, a stop by device without an id, parallel bursts. Over streamable HTTP on loopback,")
+	fmt.Fprintln(w, "stateless as -http serves it: every request is a connection of its own, so nothing may depend on the connection.")
 	fmt.Fprintln(w, "The server's clock reads 16:40; the phone queued its stop at 14:05 while offline.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(d.tw, "#\tcall\tattempt\thandler\tanswer")
-	steps := []func() error{d.dropped, d.twoDevices, d.noID, d.bursts}
+	steps := []func() error{d.dropped, d.twoDevices, d.byDevice, d.bursts}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			d.tw.Flush()
@@ -57,12 +71,85 @@ func runDemo(ctx context.Context, s idem.Store, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "So: each retry after a lost answer was answered from the stored result (op_id) or wrote the same record (keys):\n")
-	fmt.Fprintf(w, "the day holds %d steps (1200 + 300, each once), %d logged minutes (25, once) and %d sessions; the phone's stop\n",
-		dy.Steps, dy.loggedMinutes(), len(dy.Sessions))
-	fmt.Fprintf(w, "queued at 14:05 was recorded at 14:05, both arrival orders stored the same session, and a stop or delete without\n")
-	fmt.Fprintf(w, "an id from a connection that started nothing was refused with the candidates and their ids.\n")
+	fmt.Fprintf(w, "So: each retry after a lost answer was answered from the stored result (op_id) or wrote the same record (keys),\n")
+	fmt.Fprintf(w, "the model's retry with a new op id included: the day holds %d steps (the phone's count of 1200, set once, and the\n",
+		dy.totalSteps())
+	fmt.Fprintf(w, "app's 250 + 300, each added once), %d logged minutes (25, once) and %d sessions; the phone's stop queued at 14:05\n",
+		dy.loggedMinutes(), len(dy.Sessions))
+	fmt.Fprintf(w, "was recorded at 14:05, both arrival orders stored the same session, a stop without an id stopped the session on\n")
+	fmt.Fprintf(w, "the caller's device, and one from a device that runs nothing was refused with the candidates and their ids.\n")
 	return nil
+}
+
+// connect opens a client session over HTTP, as a client that reconnects
+// does.
+func (d *demo) connect() (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "focus-demo", Version: "v0"}, nil)
+	return c.Connect(d.ctx, &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.hc}, nil)
+}
+
+// lossy serves MCP over HTTP and, once armed with a tool, loses the
+// answer to that tool's next call after the handler committed: it resets
+// the connection instead of answering, as a proxy or a network that drops
+// does.
+type lossy struct {
+	next http.Handler
+
+	mu      sync.Mutex // guards tool and dropped
+	tool    string
+	dropped int
+}
+
+// arm makes the next call of tool lose its answer.
+func (l *lossy) arm(tool string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tool = tool
+}
+
+// Dropped reports how many answers were lost.
+func (l *lossy) Dropped() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped
+}
+
+func (l *lossy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "cannot read the request", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	l.mu.Lock()
+	drop := msg.Method == "tools/call" && l.tool != "" && msg.Params.Name == l.tool
+	if drop {
+		l.tool = ""
+	}
+	l.mu.Unlock()
+	if !drop {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	l.next.ServeHTTP(httptest.NewRecorder(), r) // the call runs and commits; its answer stays here
+	l.mu.Lock()
+	l.dropped++
+	l.mu.Unlock()
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0) // a reset, not a clean close
+	}
+	conn.Close()
 }
 
 // call sends one call on cs and prints its line; dropped says the answer
@@ -74,7 +161,7 @@ func (d *demo) call(cs *mcp.ClientSession, label, attempt, tool string, args map
 	answer := ""
 	switch {
 	case err != nil:
-		answer = "no answer: the connection closed after the commit"
+		answer = "no answer: the connection was reset after the commit"
 	default:
 		answer = answerOf(res)
 	}
@@ -123,8 +210,10 @@ func answerOf(res *mcp.CallToolResult) string {
 	switch {
 	case m["message"] != nil:
 		b.WriteString(fmt.Sprint(m["message"]))
-	case m["day_steps"] != nil:
+	case m["added"] != nil:
 		fmt.Fprintf(&b, "added %v, day total %v steps", m["added"], m["day_steps"])
+	case m["day_steps"] != nil:
+		fmt.Fprintf(&b, "%v set to %v, day total %v steps", m["device"], m["steps"], m["day_steps"])
 	case m["day_minutes"] != nil:
 		fmt.Fprintf(&b, "logged %v min, day total %v min", m["minutes"], m["day_minutes"])
 	case m["note"] != nil:
@@ -137,7 +226,11 @@ func answerOf(res *mcp.CallToolResult) string {
 		running, _ := m["running"].([]any)
 		for _, r := range running {
 			rm, _ := r.(map[string]any)
-			ids = append(ids, fmt.Sprintf("%v on %v", rm["session_id"], rm["device"]))
+			yours := ""
+			if rm["yours"] == true {
+				yours = " (yours)"
+			}
+			ids = append(ids, fmt.Sprintf("%v on %v%s", rm["session_id"], rm["device"], yours))
 		}
 		fmt.Fprintf(&b, "running: %s", strings.Join(ids, ", "))
 	case m["status"] != nil:
@@ -152,35 +245,44 @@ func answerOf(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-// dropped sends each write tool once over a connection that loses the
-// answer after the commit, then again after reconnecting.
+// dropped sends each write tool once and loses its answer after the
+// commit, then sends it again on a new connection: the same call (an app's
+// retry), or for set_steps what a model sends after a reset, a new op id
+// it minted.
 func (d *demo) dropped() error {
 	calls := []struct {
 		label, tool string
-		args        map[string]any
+		args, retry map[string]any
 	}{
-		{"start_focus phone, op_id", "start_focus", map[string]any{"device": "phone", "label": "write the guide", "session_id": "s-guide", "started_at": "2026-03-02T13:30:00Z", "op_id": "op-start-1"}},
-		{"heartbeat s-guide 13:50", "heartbeat", map[string]any{"session_id": "s-guide", "at": "2026-03-02T13:50:00Z", "note": "outline done"}},
-		{"add_steps 1200, op_id", "add_steps", map[string]any{"date": "2026-03-02", "steps": 1200, "op_id": "op-steps-1"}},
-		{"log_session walk-1 25 min", "log_session", map[string]any{"log_id": "walk-1", "date": "2026-03-02", "minutes": 25, "note": "walk"}},
-		{"end_focus s-guide, op_id", "end_focus", map[string]any{"session_id": "s-guide", "device": "phone", "end_at": "2026-03-02T14:05:00Z", "outcome": "done", "op_id": "op-stop-1"}},
-		{"delete_session s-guide", "delete_session", map[string]any{"session_id": "s-guide"}},
+		{"start_focus phone, op_id", "start_focus", map[string]any{"device": "phone", "label": "write the guide", "session_id": "s-guide", "started_at": "2026-03-02T13:30:00Z", "op_id": "op-start-1"}, nil},
+		{"heartbeat s-guide 13:50", "heartbeat", map[string]any{"session_id": "s-guide", "at": "2026-03-02T13:50:00Z", "note": "outline done"}, nil},
+		{"set_steps phone 1200 (a model)", "set_steps", map[string]any{"device": "phone", "date": "2026-03-02", "steps": 1200},
+			map[string]any{"device": "phone", "date": "2026-03-02", "steps": 1200, "op_id": "op-minted-by-the-model"}},
+		{"add_steps 250, op_id (an app)", "add_steps", map[string]any{"date": "2026-03-02", "steps": 250, "op_id": "op-steps-1"}, nil},
+		{"log_session walk-1 25 min", "log_session", map[string]any{"log_id": "walk-1", "date": "2026-03-02", "minutes": 25, "note": "walk"}, nil},
+		{"end_focus s-guide, op_id", "end_focus", map[string]any{"session_id": "s-guide", "device": "phone", "end_at": "2026-03-02T14:05:00Z", "outcome": "done", "op_id": "op-stop-1"}, nil},
+		{"delete_session s-guide", "delete_session", map[string]any{"session_id": "s-guide"}, nil},
 	}
 	for _, c := range calls {
-		drop := &idemtest.Dropper{Tool: c.tool}
-		cs, err := idemtest.Connect(d.ctx, d.srv, drop.Wrap)
+		cs, err := d.connect()
 		if err != nil {
 			return err
 		}
+		lost := d.loss.Dropped()
+		d.loss.arm(c.tool)
 		_, _ = d.call(cs, c.label, "1st, answer lost", c.tool, c.args)
 		cs.Close()
-		if drop.Dropped() != 1 {
+		if d.loss.Dropped() != lost+1 {
 			return fmt.Errorf("demo: %s: the answer was not lost", c.label)
 		}
-		if cs, err = idemtest.Connect(d.ctx, d.srv, nil); err != nil {
+		if cs, err = d.connect(); err != nil {
 			return err
 		}
-		_, err = d.call(cs, c.label, "retry, new connection", c.tool, c.args)
+		retry, attempt := c.args, "retry, new connection"
+		if c.retry != nil {
+			retry, attempt = c.retry, "retry, new op_id"
+		}
+		_, err = d.call(cs, c.label, attempt, c.tool, retry)
 		cs.Close()
 		if err != nil {
 			return err
@@ -192,7 +294,7 @@ func (d *demo) dropped() error {
 // twoDevices stops two sessions from a phone (14:05, queued offline) and a
 // laptop (14:20): one in each arrival order. Both store the same view.
 func (d *demo) twoDevices() error {
-	cs, err := idemtest.Connect(d.ctx, d.srv, nil)
+	cs, err := d.connect()
 	if err != nil {
 		return err
 	}
@@ -249,31 +351,35 @@ func (d *demo) session(id string) (Session, error) {
 	return s, err
 }
 
-// noID sends a stop and a delete without a session id from a connection
-// that started nothing, while two sessions run.
-func (d *demo) noID() error {
-	cs, err := idemtest.Connect(d.ctx, d.srv, nil)
-	if err != nil {
-		return err
+// byDevice starts two sessions, then stops and deletes without a session
+// id, each call on a connection of its own: a device that runs nothing is
+// refused with the candidates; the phone's stop stops the phone's session,
+// and its repeat stops nothing else.
+func (d *demo) byDevice() error {
+	steps := []struct {
+		label, attempt, tool string
+		args                 map[string]any
+	}{
+		{"start_focus phone", "1st", "start_focus", map[string]any{"device": "phone", "label": "email", "session_id": "s-mail", "started_at": "2026-03-02T15:00:00Z"}},
+		{"start_focus laptop", "1st", "start_focus", map[string]any{"device": "laptop", "label": "code review", "session_id": "s-review", "started_at": "2026-03-02T15:10:00Z"}},
+		{"get_now from the phone", "read", "get_now", map[string]any{"device": "phone"}},
+		{"end_focus watch, no session_id", "1st", "end_focus", map[string]any{"device": "watch"}},
+		{"delete_session, no session_id", "1st", "delete_session", map[string]any{}},
+		{"end_focus phone, no session_id", "1st", "end_focus", map[string]any{"device": "phone"}},
+		{"end_focus phone, no session_id", "sent again", "end_focus", map[string]any{"device": "phone"}},
 	}
-	for _, args := range []map[string]any{
-		{"device": "phone", "label": "email", "session_id": "s-mail", "started_at": "2026-03-02T15:00:00Z"},
-		{"device": "laptop", "label": "code review", "session_id": "s-review", "started_at": "2026-03-02T15:10:00Z"},
-	} {
-		if _, err := d.call(cs, "start_focus "+args["device"].(string), "1st", "start_focus", args); err != nil {
+	for _, st := range steps {
+		cs, err := d.connect()
+		if err != nil {
+			return err
+		}
+		_, err = d.call(cs, st.label, st.attempt, st.tool, st.args)
+		cs.Close()
+		if err != nil {
 			return err
 		}
 	}
-	cs.Close()
-	if cs, err = idemtest.Connect(d.ctx, d.srv, nil); err != nil {
-		return err
-	}
-	defer cs.Close()
-	if _, err := d.call(cs, "end_focus, no session_id", "another connection", "end_focus", map[string]any{"device": "watch"}); err != nil {
-		return err
-	}
-	_, err = d.call(cs, "delete_session, no session_id", "another connection", "delete_session", map[string]any{})
-	return err
+	return nil
 }
 
 // bursts sends 16 copies of one call at once: add_steps with one op id,
@@ -287,7 +393,7 @@ func (d *demo) bursts() error {
 		{"add_steps 300, one op_id", "add_steps", map[string]any{"date": "2026-03-02", "steps": 300, "op_id": "op-steps-burst"}},
 		{"start_focus watch, no id", "start_focus", map[string]any{"device": "watch", "label": "reading"}},
 	} {
-		cs, err := idemtest.Connect(d.ctx, d.srv, nil)
+		cs, err := d.connect()
 		if err != nil {
 			return err
 		}
@@ -322,7 +428,7 @@ func (d *demo) bursts() error {
 		d.line(b.label, fmt.Sprintf("%d at once", n), handlerSaid(ran1-ran0, com1-com0),
 			fmt.Sprintf("%d distinct answer(s) of %d", len(distinct), n))
 	}
-	cs, err := idemtest.Connect(d.ctx, d.srv, nil)
+	cs, err := d.connect()
 	if err != nil {
 		return err
 	}
@@ -330,6 +436,6 @@ func (d *demo) bursts() error {
 	if _, err := d.call(cs, "list_sessions 2026-03-02", "read", "list_sessions", map[string]any{"date": "2026-03-02"}); err != nil {
 		return err
 	}
-	_, err = d.call(cs, "get_now", "read", "get_now", map[string]any{})
+	_, err = d.call(cs, "get_now from the watch", "read", "get_now", map[string]any{"device": "watch"})
 	return err
 }

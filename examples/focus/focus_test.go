@@ -52,6 +52,10 @@ func writes() []write {
 			keys: []idem.Key{k(colLogs, "walk-1"), k(colDays, "2026-03-02")}},
 		{name: "add_steps", tool: "add_steps", args: map[string]any{"date": "2026-03-02", "steps": 1200, "op_id": "op-steps"},
 			keys: []idem.Key{k(colDays, "2026-03-02")}},
+		{name: "set_steps", tool: "set_steps", args: map[string]any{"device": "phone", "date": "2026-03-02", "steps": 1200},
+			keys: []idem.Key{k(colDays, "2026-03-02")}},
+		{name: "set_steps_op_id", tool: "set_steps", args: map[string]any{"device": "phone", "date": "2026-03-02", "steps": 1200, "op_id": "op-set"},
+			keys: []idem.Key{k(colDays, "2026-03-02")}},
 		{name: "heartbeat", tool: "heartbeat", setup: started, args: map[string]any{"session_id": "s1", "at": at("13:50"), "note": "outline done"},
 			keys: append(session, k(colHeartbeats, "s1@"+at("13:50")))},
 	}
@@ -185,7 +189,7 @@ func TestTwoDeviceStopBothOrders(t *testing.T) {
 				}
 				// The same record byte for byte, apart from what tells the
 				// sessions apart: id, device, and the op ids in the keys.
-				s.ID, s.Device, s.Label, s.Conn = "", "", "", ""
+				s.ID, s.Device, s.Label = "", "", ""
 				stops := map[string]Stop{}
 				for key, st := range s.Stops {
 					stops[strings.TrimSuffix(key, "-"+id)] = st
@@ -221,23 +225,25 @@ func permutations(xs []string) [][]string {
 	return out
 }
 
-// TestNoIDIsRefusedWithCandidates: a stop or delete without a session id
-// from a connection that started nothing is refused with every running
-// session and its id, quoting none of the call's values; the connection
-// that started exactly one session may stop it without an id, but not a
-// second time, not when the call is queued, and never another's.
+// TestNoIDIsRefusedWithCandidates, over stateless HTTP, every call on a
+// connection of its own: a stop or delete without a session id from a
+// device that runs nothing is refused with every running session and its
+// id, quoting none of the call's values; one from the device that runs a
+// session acts on that session, but not when the call is queued, and its
+// repeat acts on nothing else. get_now marks the caller's device's session
+// as yours.
 func TestNoIDIsRefusedWithCandidates(t *testing.T) {
 	const sentinel = "SENTINEL-9c2e"
 	eachStore(t, func(t *testing.T, h *harness) {
-		a, b, c := h.connect(), h.connect(), h.connect()
-		h.ok(a, "start_focus", start("phone", "s-phone", at("13:30")))
-		h.ok(a, "start_focus", start("laptop", "s-laptop", at("13:40")))
-		h.ok(c, "start_focus", start("desk", "s-desk", at("13:50")))
+		h.overHTTP()
+		h.ok(h.connectHTTP(), "start_focus", start("phone", "s-phone", at("13:30")))
+		h.ok(h.connectHTTP(), "start_focus", start("laptop", "s-laptop", at("13:40")))
+		h.ok(h.connectHTTP(), "start_focus", start("desk", "s-desk", at("13:50")))
 		want := []string{"s-desk", "s-laptop", "s-phone"}
-		refused := func(cs *mcp.ClientSession, tool string, args map[string]any, wantIDs []string) {
+		refused := func(tool string, args map[string]any, wantIDs []string) {
 			t.Helper()
 			before := h.snapshot([]idem.Key{k(colSessions, "s-phone"), k(colSessions, "s-laptop"), k(colSessions, "s-desk"), k(colIndex, "running")})
-			res := h.call(cs, tool, args)
+			res := h.call(h.connectHTTP(), tool, args)
 			if !res.IsError || codeOf(res) != string(idem.CodeAmbiguousTarget) {
 				t.Fatalf("%s %v: isError %v code %q, want ambiguous_target: %s", tool, args, res.IsError, codeOf(res), text(res))
 			}
@@ -257,26 +263,36 @@ func TestNoIDIsRefusedWithCandidates(t *testing.T) {
 				t.Errorf("%s: a refused call changed the store", tool)
 			}
 		}
-		// b started nothing.
-		refused(b, "end_focus", map[string]any{"device": sentinel, "summary": sentinel}, want)
-		refused(b, "delete_session", map[string]any{}, want)
-		// a started two.
-		refused(a, "end_focus", map[string]any{"device": "phone"}, want)
-		// c started one, but a queued call must name it.
-		refused(c, "end_focus", map[string]any{"device": "desk", "end_at": at("14:00")}, want)
-		refused(c, "end_focus", map[string]any{"device": "desk", "op_id": "op-c"}, want)
-		// c's plain stop stops its own session; its retry stops nothing.
+		var now Now
+		structured(t, h.ok(h.connectHTTP(), "get_now", map[string]any{"device": "desk"}), &now)
+		for _, r := range now.Running {
+			if r.Yours != (r.SessionID == "s-desk") {
+				t.Errorf("get_now from the desk: %s yours=%v", r.SessionID, r.Yours)
+			}
+		}
+		// A device that runs nothing, and a call that names no device.
+		refused("end_focus", map[string]any{"device": sentinel, "summary": sentinel}, want)
+		refused("delete_session", map[string]any{}, want)
+		refused("delete_session", map[string]any{"device": "watch"}, want)
+		// The desk runs one, but a queued call must name it.
+		refused("end_focus", map[string]any{"device": "desk", "end_at": at("14:00")}, want)
+		refused("end_focus", map[string]any{"device": "desk", "op_id": "op-c"}, want)
+		// The desk's plain stop stops its own session; its repeat stops nothing.
 		var e Ended
-		structured(t, h.ok(c, "end_focus", map[string]any{"device": "desk"}), &e)
+		structured(t, h.ok(h.connectHTTP(), "end_focus", map[string]any{"device": "desk"}), &e)
 		if e.SessionID != "s-desk" {
 			t.Fatalf("stopped %s, want s-desk", e.SessionID)
 		}
-		refused(c, "end_focus", map[string]any{"device": "desk"}, []string{"s-laptop", "s-phone"})
-		refused(c, "delete_session", map[string]any{}, []string{"s-laptop", "s-phone"})
-		for _, id := range []string{"s-phone", "s-laptop"} {
-			if !h.session("", id).Running() {
-				t.Errorf("%s was stopped by a call that did not name it", id)
-			}
+		refused("end_focus", map[string]any{"device": "desk"}, []string{"s-laptop", "s-phone"})
+		refused("delete_session", map[string]any{"device": "desk"}, []string{"s-laptop", "s-phone"})
+		// The laptop's delete without an id deletes the laptop's session.
+		var d Deleted
+		structured(t, h.ok(h.connectHTTP(), "delete_session", map[string]any{"device": "laptop"}), &d)
+		if d.SessionID != "s-laptop" || !h.session("", "s-laptop").Deleted {
+			t.Fatalf("the laptop's delete without an id: %+v", d)
+		}
+		if !h.session("", "s-phone").Running() {
+			t.Errorf("s-phone was stopped by a call that did not name it")
 		}
 	})
 }
@@ -337,7 +353,7 @@ func TestAnnotations(t *testing.T) {
 	}
 	want := map[string][2]bool{ // idempotent, read-only
 		"start_focus": {true, false}, "end_focus": {true, false}, "delete_session": {true, false},
-		"log_session": {true, false}, "add_steps": {true, false}, "heartbeat": {true, false},
+		"log_session": {true, false}, "add_steps": {true, false}, "set_steps": {true, false}, "heartbeat": {true, false},
 		"get_now": {true, true}, "list_sessions": {true, true}, "get_operation": {true, true},
 	}
 	var names []string
@@ -356,7 +372,7 @@ func TestAnnotations(t *testing.T) {
 		t.Errorf("tools %v, want %d", names, len(want))
 	}
 	for tool, words := range map[string][]string{
-		"add_steps": {"op_id"}, "log_session": {"log_id"}, "heartbeat": {"session_id", "at"}, "start_focus": {"op_id", "session_id"},
+		"add_steps": {"op_id", "set_steps", "not models"}, "set_steps": {"device", "date", "safe to send again"}, "log_session": {"log_id"}, "heartbeat": {"session_id", "at"}, "start_focus": {"op_id", "session_id"},
 	} {
 		i := slices.IndexFunc(res.Tools, func(x *mcp.Tool) bool { return x.Name == tool })
 		for _, w := range words {
@@ -404,6 +420,12 @@ func TestBadInput(t *testing.T) {
 		{"log_session", map[string]any{"log_id": "l1", "date": bad, "minutes": 5}},
 		{"log_session", map[string]any{"log_id": "l1", "date": "2026-03-02", "minutes": 0}},
 		{"add_steps", map[string]any{"date": "2026-03-02", "steps": -3, "op_id": "op-bad"}},
+		{"set_steps", map[string]any{"device": "phone", "date": "2026-03-02", "steps": -3}},
+		{"set_steps", map[string]any{"device": "phone", "date": "2026-03-02", "steps": 200001}},
+		{"set_steps", map[string]any{"device": bad, "date": "2026-03-02", "steps": 3}},
+		{"set_steps", map[string]any{"device": "phone", "date": bad, "steps": 3}},
+		{"get_now", map[string]any{"device": bad}},
+		{"delete_session", map[string]any{"device": bad}},
 		{"heartbeat", map[string]any{"session_id": "s1", "at": bad, "note": "x"}},
 		{"heartbeat", map[string]any{"session_id": "s1", "at": at("12:00"), "note": "x"}},
 		{"list_sessions", map[string]any{"date": bad}},

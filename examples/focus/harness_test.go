@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +28,8 @@ type harness struct {
 	srv   *mcp.Server
 	f     *focus
 	user  string // the user every call is made as; "" as over stdio
+	url   string // the HTTP endpoint, once overHTTP served it
+	now   func() time.Time
 }
 
 // eachStore runs fn on a fresh store of every kind (storeurltest.Names),
@@ -38,6 +43,11 @@ func eachStore(t *testing.T, fn func(t *testing.T, h *harness)) {
 }
 
 func newHarness(t *testing.T, name string) *harness {
+	return newHarnessAt(t, name, func() time.Time { return demoNow })
+}
+
+// newHarnessAt is newHarness with the server's clock now.
+func newHarnessAt(t *testing.T, name string, now func() time.Time) *harness {
 	t.Helper()
 	ctx := t.Context()
 	s, closeStore, err := storeurl.Open(ctx, storeurltest.Fresh(t, name))
@@ -45,15 +55,15 @@ func newHarness(t *testing.T, name string) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeStore)
-	srv, f := newFocus(s, Config{Now: func() time.Time { return demoNow }})
-	return &harness{t: t, ctx: ctx, store: s, srv: srv, f: f}
+	srv, f := newFocus(s, Config{Now: now})
+	return &harness{t: t, ctx: ctx, store: s, srv: srv, f: f, now: now}
 }
 
 // asUser returns a harness on the same store whose calls are made as user,
 // as the bearer-token check does over HTTP: so cases can share one store
 // without seeing each other's records.
 func (h *harness) asUser(t *testing.T, user string) *harness {
-	srv, f := newFocus(h.store, Config{Now: func() time.Time { return demoNow }})
+	srv, f := newFocus(h.store, Config{Now: h.now})
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if r, ok := req.(*mcp.CallToolRequest); ok {
@@ -65,7 +75,7 @@ func (h *harness) asUser(t *testing.T, user string) *harness {
 			return next(ctx, method, req)
 		}
 	})
-	return &harness{t: t, ctx: h.ctx, store: h.store, srv: srv, f: f, user: user}
+	return &harness{t: t, ctx: h.ctx, store: h.store, srv: srv, f: f, user: user, now: h.now}
 }
 
 // owned returns keys as keys of h's user.
@@ -76,6 +86,37 @@ func (h *harness) owned(keys []idem.Key) []idem.Key {
 		out[i] = k
 	}
 	return out
+}
+
+// overHTTP serves h's server over streamable HTTP on loopback, stateless
+// as -http serves it, behind a lossy handler whose arm makes the next call
+// of a tool lose its answer after the commit.
+func (h *harness) overHTTP() *lossy {
+	h.t.Helper()
+	l := &lossy{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
+	hs := httptest.NewServer(l)
+	h.t.Cleanup(hs.Close)
+	h.url = hs.URL
+	return l
+}
+
+// connectHTTP opens a new client session over HTTP (overHTTP first),
+// closed when the test ends.
+func (h *harness) connectHTTP() *mcp.ClientSession {
+	h.t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(h.ctx, &mcp.StreamableClientTransport{Endpoint: h.url}, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// ticking is a clock that starts at demoNow and moves a second each time
+// it is read, as a real one moves between a call and its retry.
+func ticking() func() time.Time {
+	var n atomic.Int64
+	return func() time.Time { return demoNow.Add(time.Duration(n.Add(1)) * time.Second) }
 }
 
 // connect opens a new client connection, closed when the test ends.

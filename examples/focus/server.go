@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,16 +46,26 @@ type runningIndex struct {
 type runningEntry struct {
 	Device string    `json:"device"`
 	Label  string    `json:"label,omitempty"`
-	Conn   string    `json:"conn,omitempty"`
 	Start  time.Time `json:"start"`
 }
 
 // day is what one date holds: the sessions started on it, the time logged
-// by log_id, and the steps added.
+// by log_id, each device's step count (set_steps) and the steps apps added
+// (add_steps).
 type day struct {
-	Sessions map[string]bool       `json:"sessions,omitempty"`
-	Logs     map[string]LoggedTime `json:"logs,omitempty"`
-	Steps    int64                 `json:"steps,omitempty"`
+	Sessions    map[string]bool       `json:"sessions,omitempty"`
+	Logs        map[string]LoggedTime `json:"logs,omitempty"`
+	Steps       int64                 `json:"steps,omitempty"`
+	DeviceSteps map[string]int64      `json:"device_steps,omitempty"`
+}
+
+// totalSteps is the day's steps: every device's count and what apps added.
+func (d day) totalSteps() int64 {
+	n := d.Steps
+	for _, v := range d.DeviceSteps {
+		n += v
+	}
+	return n
 }
 
 // LoggedTime is one log_session record.
@@ -80,14 +89,12 @@ type Config struct {
 	Log *slog.Logger     // where replays and refusals are logged (default: discard)
 }
 
-// focus is the server: its store, clock, the connections it has seen, and
-// how many times each tool's handler ran and committed.
+// focus is the server: its store, clock, and how many times each tool's
+// handler ran and committed. It keeps nothing per connection: over
+// stateless HTTP every request is a connection of its own.
 type focus struct {
 	store idem.Store
 	now   func() time.Time
-
-	mu    sync.Mutex
-	conns map[*mcp.ServerSession]string
 
 	ran       sync.Map // tool -> *atomic.Int64: handler runs, committed or not
 	committed sync.Map // tool -> *atomic.Int64: handler runs that committed
@@ -100,7 +107,7 @@ func NewServer(s idem.Store, cfg Config) *mcp.Server {
 }
 
 func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
-	f := &focus{store: s, now: cfg.Now, conns: map[*mcp.ServerSession]string{}}
+	f := &focus{store: s, now: cfg.Now}
 	if f.now == nil {
 		f.now = time.Now
 	}
@@ -114,27 +121,29 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 
 	idem.AddTool(srv, &mcp.Tool{Name: "start_focus",
 		Description: "Start a focus session on a device. A device has at most one running session: while one runs, " +
-			"this answers that session instead of starting another. Send session_id (an id your app mints) to make a " +
-			"retry name the same session; started_at is when the user pressed start, for a queued request.",
+			"this answers that session instead of starting another, so a retry with the same device is safe. " +
+			"Send session_id (an id your app mints) to make a retry name the same session; started_at is when the " +
+			"user pressed start, for a queued request.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
 	}, s, counted(f, "start_focus", f.startFocus), idem.Keys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "end_focus",
-		Description: "Stop a focus session. Send session_id (from get_now or start_focus). Without it, only a session " +
-			"this connection started and still runs is stopped, and only when the call carries no op_id or end_at; " +
-			"otherwise the answer lists the running sessions and their ids. Two devices may stop one session: the " +
-			"earliest end wins, every stop is kept, done beats other outcomes, a differing later summary goes to the notes. " +
-			"end_at is when the user pressed stop, for a queued request. The answer says what this stop changed.",
+		Description: "Stop a focus session. Send session_id (from get_now or start_focus). Without it, the session " +
+			"running on the device you send is stopped, and only when the call carries no op_id or end_at; otherwise " +
+			"the answer lists the running sessions and their ids. One stop per device: a retry from the same device, " +
+			"even with other values, keeps that device's earliest stop. Two devices may stop one session: the earliest " +
+			"end wins, every device's stop is kept, done beats other outcomes, a differing later summary goes to the " +
+			"notes. end_at is when the user pressed stop, for a queued request. The answer says what this stop changed.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
 	}, s, counted(f, "end_focus", f.endFocus), idem.Keys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "delete_session",
-		Description: "Delete a focus session. Send session_id; without it, only a session this connection started and " +
-			"still runs is deleted, otherwise the answer lists the running sessions and their ids. A repeat (a retry, " +
-			"or deleting a deleted session) answers the same and deletes nothing.",
+		Description: "Delete a focus session. Send session_id; without it, the session running on the device you send " +
+			"is deleted, otherwise the answer lists the running sessions and their ids. A repeat with the same " +
+			"session_id (a retry, or deleting a deleted session) answers the same and deletes nothing.",
 		// Idempotent by its own logic: a deleted session stays a tombstone
-		// (a second delete answers the same), and without an id only a
-		// session this connection still runs is a target.
+		// (a second delete answers the same), and without an id only the
+		// session still running on the caller's device is a target.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, IdempotentHint: true},
 	}, s, counted(f, "delete_session", f.deleteSession), lo)
 
@@ -144,9 +153,18 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
 	}, s, counted(f, "log_session", f.logSession), idem.Keys("log_id"), lo)
 
+	idem.AddTool(srv, &mcp.Tool{Name: "set_steps",
+		Description: "Set a device's step count for a day: the total its step counter shows, replacing what that " +
+			"device sent for that date before. device and date are the keys: a repeat, or a retry with a recounted " +
+			"total, replaces the same count and never adds to it, so it is safe to send again after a lost answer. " +
+			"The day's steps are the sum over devices.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
+	}, s, counted(f, "set_steps", f.setSteps), idem.Keys("device", "date"), idem.OpID(), lo)
+
 	idem.AddTool(srv, &mcp.Tool{Name: "add_steps",
-		Description: "Add a number of steps to a day's total. For the phone app, which queues step counts offline: " +
-			"it mints op_id when the steps are counted and resends it on every retry.",
+		Description: "For apps, not models: add steps to a day's total, for the phone app that queues step counts " +
+			"offline. It mints op_id when the steps are counted and resends that op_id on every retry; a call with a " +
+			"new op_id adds again. A model should call set_steps, whose keys are the device and the date.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
 	}, s, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), lo)
 
@@ -157,7 +175,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	}, s, counted(f, "heartbeat", f.heartbeat), idem.Keys("session_id", "at"), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "get_now",
-		Description: "List the running focus sessions with their ids, and which of them this connection started.",
+		Description: "List the running focus sessions with their ids, and which of them runs on the device you send.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no},
 	}, s, counted(f, "get_now", f.getNow), lo)
 
@@ -204,29 +222,6 @@ func user(req *mcp.CallToolRequest) string {
 		return req.Extra.TokenInfo.UserID
 	}
 	return ""
-}
-
-// connID names the connection req arrived on, for "this connection started
-// it". It is kept in memory only: a new connection (or a restarted server)
-// owns nothing, so a call without an id from it is refused, never guessed.
-func (f *focus) connID(req *mcp.CallToolRequest) string {
-	if req == nil || req.Session == nil {
-		return ""
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id, ok := f.conns[req.Session]
-	if !ok {
-		id = "conn-" + rand.Text()[:12]
-		f.conns[req.Session] = id
-		go func(ss *mcp.ServerSession) {
-			_ = ss.Wait()
-			f.mu.Lock()
-			delete(f.conns, ss)
-			f.mu.Unlock()
-		}(req.Session)
-	}
-	return id
 }
 
 // key returns the key of a document of req's user.
@@ -384,12 +379,12 @@ func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	if err != nil {
 		return nil, Started{}, err
 	}
-	s := Session{ID: id, Device: in.Device, Label: in.Label, Conn: f.connID(req), Start: start}
+	s := Session{ID: id, Device: in.Device, Label: in.Label, Start: start}
 	if err := tx.Create(ctx, key(req, colSessions, id), s); err != nil {
 		return nil, Started{}, err
 	}
 	if err := updateIndex(ctx, tx, req, func(m map[string]runningEntry) {
-		m[id] = runningEntry{Device: s.Device, Label: s.Label, Conn: s.Conn, Start: s.Start}
+		m[id] = runningEntry{Device: s.Device, Label: s.Label, Start: s.Start}
 	}); err != nil {
 		return nil, Started{}, err
 	}
@@ -404,9 +399,11 @@ func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	return nil, startedOf(s), nil
 }
 
-// resolve returns the session a call names, or the one this connection
-// owns when the call names none and is not queued (idem.ResolveTarget).
-func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, id string, queued bool) (string, error) {
+// resolve returns the session a call names, or, when it names none and is
+// not queued, the one running on the caller's device (idem.ResolveTarget).
+// The owner is the device the call names, within the user's own records:
+// never a connection, since over stateless HTTP every request is one.
+func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, id, device string, queued bool) (string, error) {
 	if id != "" {
 		return id, checkID("session_id", id)
 	}
@@ -414,12 +411,11 @@ func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolReques
 	if err != nil {
 		return "", err
 	}
-	conn := f.connID(req)
 	var owned, others []idem.Candidate
 	for _, sid := range slices.Sorted(maps.Keys(idx.Sessions)) {
 		e := idx.Sessions[sid]
 		c := idem.Candidate{ID: sid, Label: e.Label + " on " + e.Device}
-		if conn != "" && e.Conn == conn {
+		if device != "" && e.Device == device {
 			owned = append(owned, c)
 		} else {
 			others = append(others, c)
@@ -450,7 +446,7 @@ type EndArgs struct {
 	EndAt     string `json:"end_at,omitempty" jsonschema:"when the user pressed stop (RFC 3339), for a queued request; default now"`
 	Summary   string `json:"summary,omitempty" jsonschema:"what was done"`
 	Outcome   string `json:"outcome,omitempty" jsonschema:"done (default), abandoned or interrupted"`
-	Device    string `json:"device" jsonschema:"the device sending the stop"`
+	Device    string `json:"device" jsonschema:"the device sending the stop: without session_id, the session running on it is stopped"`
 }
 
 // Ended is end_focus's answer: the session after this stop, and what the
@@ -480,7 +476,7 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if err != nil {
 		return nil, Ended{}, err
 	}
-	id, err := f.resolve(ctx, tx, req, in.SessionID, in.EndAt != "")
+	id, err := f.resolve(ctx, tx, req, in.SessionID, in.Device, in.EndAt != "")
 	if err != nil {
 		return nil, Ended{}, err
 	}
@@ -496,12 +492,10 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if err != nil {
 		return nil, Ended{}, err
 	}
-	// A stop is kept under the op id that the app minted for it; a stop
-	// without one under its device, so a model's repeat is the same stop.
+	// A stop is kept under its device, whatever op id it carries: a
+	// device's repeat, even with a new op id or a reworded summary, is the
+	// same stop, and the device's earliest stop stands (stopRule).
 	stopKey := "device:" + in.Device
-	if opID := opIDOf(req); opID != "" {
-		stopKey = "op:" + opID
-	}
 	incoming := stopRequest(s, stopKey, Stop{At: end, Outcome: in.Outcome, Summary: in.Summary, Device: in.Device})
 	ch, err := merge.Apply(ctx, tx, k, incoming, stopRule)
 	if err != nil {
@@ -518,25 +512,10 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 		Notes: append([]string{}, after.Notes...), Stops: len(after.Stops), Result: result, Message: sentence}, nil
 }
 
-// opIDOf returns the op id a call carries as its op_id argument or in
-// _meta, as the middleware accepted it.
-func opIDOf(req *mcp.CallToolRequest) string {
-	if req == nil || req.Params == nil {
-		return ""
-	}
-	if id, ok := req.Params.Meta[idem.MetaOpID].(string); ok && id != "" {
-		return id
-	}
-	var args struct {
-		OpID string `json:"op_id"`
-	}
-	_ = json.Unmarshal(req.Params.Arguments, &args)
-	return args.OpID
-}
-
 // DeleteArgs are delete_session's arguments.
 type DeleteArgs struct {
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session to delete, from get_now or list_sessions"`
+	Device    string `json:"device,omitempty" jsonschema:"the device sending the delete: without session_id, the session running on it is deleted"`
 }
 
 // Deleted is delete_session's answer.
@@ -549,7 +528,12 @@ type Deleted struct {
 // deleteSession leaves a tombstone, so a second delete of the same id
 // answers the same and deletes nothing.
 func (f *focus) deleteSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in DeleteArgs) (*mcp.CallToolResult, Deleted, error) {
-	id, err := f.resolve(ctx, tx, req, in.SessionID, false)
+	if in.Device != "" {
+		if err := checkID("device", in.Device); err != nil {
+			return nil, Deleted{}, err
+		}
+	}
+	id, err := f.resolve(ctx, tx, req, in.SessionID, in.Device, false)
 	if err != nil {
 		return nil, Deleted{}, err
 	}
@@ -654,8 +638,9 @@ type StepsAdded struct {
 	DaySteps int64  `json:"day_steps"`
 }
 
-// addSteps adds to the day's total: an append, made safe by the op id the
-// middleware requires and stores with the change.
+// addSteps adds to the day's total: an append, made safe for an app by the
+// op id the middleware requires and stores with the change. A model that
+// mints a new op id for its retry adds again, so models get set_steps.
 func (f *focus) addSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in StepsArgs) (*mcp.CallToolResult, StepsAdded, error) {
 	if err := checkDate(in.Date); err != nil {
 		return nil, StepsAdded{}, err
@@ -667,7 +652,46 @@ func (f *focus) addSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if err != nil {
 		return nil, StepsAdded{}, err
 	}
-	return nil, StepsAdded{Date: in.Date, Added: in.Steps, DaySteps: d.Steps}, nil
+	return nil, StepsAdded{Date: in.Date, Added: in.Steps, DaySteps: d.totalSteps()}, nil
+}
+
+// SetStepsArgs are set_steps's arguments.
+type SetStepsArgs struct {
+	Device string `json:"device" jsonschema:"the device whose step counter this is, such as phone or watch"`
+	Date   string `json:"date" jsonschema:"the day, as YYYY-MM-DD"`
+	Steps  int64  `json:"steps" jsonschema:"the device's total for the day, 0 to 200000"`
+}
+
+// StepsSet is set_steps's answer.
+type StepsSet struct {
+	Device   string `json:"device"`
+	Date     string `json:"date"`
+	Steps    int64  `json:"steps" jsonschema:"the device's count for the day, as set"`
+	DaySteps int64  `json:"day_steps" jsonschema:"the day's steps over every device"`
+}
+
+// setSteps replaces the device's count for the day: keyed by (device,
+// date), so any repeat lands on the same count.
+func (f *focus) setSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in SetStepsArgs) (*mcp.CallToolResult, StepsSet, error) {
+	if err := checkID("device", in.Device); err != nil {
+		return nil, StepsSet{}, err
+	}
+	if err := checkDate(in.Date); err != nil {
+		return nil, StepsSet{}, err
+	}
+	if in.Steps < 0 || in.Steps > 200000 {
+		return nil, StepsSet{}, refuse("steps must be 0 to 200000")
+	}
+	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) {
+		if d.DeviceSteps == nil {
+			d.DeviceSteps = map[string]int64{}
+		}
+		d.DeviceSteps[in.Device] = in.Steps
+	})
+	if err != nil {
+		return nil, StepsSet{}, err
+	}
+	return nil, StepsSet{Device: in.Device, Date: in.Date, Steps: in.Steps, DaySteps: d.totalSteps()}, nil
 }
 
 // BeatArgs are heartbeat's arguments.
@@ -712,8 +736,10 @@ func (f *focus) heartbeat(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 	return nil, b, tx.Update(ctx, sk, ver, s)
 }
 
-// NowArgs: get_now takes no arguments.
-type NowArgs struct{}
+// NowArgs are get_now's arguments.
+type NowArgs struct {
+	Device string `json:"device,omitempty" jsonschema:"your device: the session running on it is marked yours"`
+}
 
 // Now is get_now's answer.
 type Now struct {
@@ -726,20 +752,24 @@ type RunningSession struct {
 	Device    string    `json:"device"`
 	Label     string    `json:"label"`
 	StartedAt time.Time `json:"started_at"`
-	Yours     bool      `json:"yours" jsonschema:"this connection started it"`
+	Yours     bool      `json:"yours" jsonschema:"it runs on the device this call sent"`
 }
 
-func (f *focus) getNow(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, _ NowArgs) (*mcp.CallToolResult, Now, error) {
+func (f *focus) getNow(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in NowArgs) (*mcp.CallToolResult, Now, error) {
+	if in.Device != "" {
+		if err := checkID("device", in.Device); err != nil {
+			return nil, Now{}, err
+		}
+	}
 	idx, _, err := get[runningIndex](ctx, tx, key(req, colIndex, "running"))
 	if err != nil {
 		return nil, Now{}, err
 	}
-	conn := f.connID(req)
 	out := Now{Running: []RunningSession{}}
 	for _, id := range slices.Sorted(maps.Keys(idx.Sessions)) {
 		e := idx.Sessions[id]
 		out.Running = append(out.Running, RunningSession{SessionID: id, Device: e.Device, Label: e.Label, StartedAt: e.Start,
-			Yours: conn != "" && e.Conn == conn})
+			Yours: in.Device != "" && e.Device == in.Device})
 	}
 	return nil, out, nil
 }
@@ -751,11 +781,13 @@ type ListArgs struct {
 
 // Day is list_sessions's answer.
 type Day struct {
-	Date          string         `json:"date"`
-	Sessions      []SessionState `json:"sessions"`
-	Logs          []LoggedTime   `json:"logs"`
-	LoggedMinutes int            `json:"logged_minutes"`
-	Steps         int64          `json:"steps"`
+	Date          string           `json:"date"`
+	Sessions      []SessionState   `json:"sessions"`
+	Logs          []LoggedTime     `json:"logs"`
+	LoggedMinutes int              `json:"logged_minutes"`
+	Steps         int64            `json:"steps" jsonschema:"the day's steps: every device's count and what apps added"`
+	DeviceSteps   map[string]int64 `json:"device_steps" jsonschema:"each device's count, as set_steps set it"`
+	AddedSteps    int64            `json:"added_steps" jsonschema:"the steps apps added with add_steps"`
 }
 
 // SessionState is a session as list_sessions shows it.
@@ -783,7 +815,9 @@ func (f *focus) listSessions(ctx context.Context, tx idem.Tx, req *mcp.CallToolR
 	if err != nil {
 		return nil, Day{}, err
 	}
-	out := Day{Date: in.Date, Sessions: []SessionState{}, Logs: []LoggedTime{}, LoggedMinutes: d.loggedMinutes(), Steps: d.Steps}
+	out := Day{Date: in.Date, Sessions: []SessionState{}, Logs: []LoggedTime{}, LoggedMinutes: d.loggedMinutes(),
+		Steps: d.totalSteps(), DeviceSteps: map[string]int64{}, AddedSteps: d.Steps}
+	maps.Copy(out.DeviceSteps, d.DeviceSteps)
 	for _, id := range slices.Sorted(maps.Keys(d.Sessions)) {
 		s, ver, err := get[Session](ctx, tx, key(req, colSessions, id))
 		if err != nil {

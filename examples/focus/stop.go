@@ -11,8 +11,8 @@ import (
 	"github.com/idemkit/sdk/merge"
 )
 
-// Session is a focus session: what start_focus wrote, every stop any device
-// sent (keyed by its op id, or by the device for a stop without one), and
+// Session is a focus session: what start_focus wrote, every device's stop
+// (keyed by the device: a device's repeat is its same stop), and
 // the view a reader looks at (End, Outcome, Summary, Notes), computed from
 // the stops alone. So two devices that stop it in either order store the
 // same record (see stopRule).
@@ -20,7 +20,6 @@ type Session struct {
 	ID         string          `json:"id"`
 	Device     string          `json:"device"`
 	Label      string          `json:"label,omitempty"`
-	Conn       string          `json:"conn,omitempty"` // the connection that started it
 	Start      time.Time       `json:"start"`
 	Stops      map[string]Stop `json:"stops,omitempty"`
 	Heartbeats int             `json:"heartbeats,omitempty"`
@@ -57,12 +56,24 @@ var stopRule = merge.View(merge.Struct(
 	merge.Field(func(s *Session) *string { return &s.ID }, merge.Lowest[string]()),
 	merge.Field(func(s *Session) *string { return &s.Device }, merge.Lowest[string]()),
 	merge.Field(func(s *Session) *string { return &s.Label }, merge.Lowest[string]()),
-	merge.Field(func(s *Session) *string { return &s.Conn }, merge.Lowest[string]()),
 	merge.Field(func(s *Session) *time.Time { return &s.Start }, merge.Earliest),
-	merge.Field(func(s *Session) *map[string]Stop { return &s.Stops }, merge.Union[string](merge.Lowest[Stop]())),
+	merge.Field(func(s *Session) *map[string]Stop { return &s.Stops }, merge.Union[string](earliestStop)),
 	merge.Field(func(s *Session) *int { return &s.Heartbeats }, merge.Max[int]),
 	merge.Field(func(s *Session) *bool { return &s.Deleted }, merge.Priority(true, false)),
 ), stopView)
+
+// earliestStop keeps a device's earlier stop of two (ties broken by
+// merge.Lowest), so a device's retry with a later time or other words
+// changes nothing.
+func earliestStop(a, b Stop) Stop {
+	switch a.At.Compare(b.At) {
+	case -1:
+		return a
+	case 1:
+		return b
+	}
+	return merge.Lowest[Stop]()(a, b)
+}
 
 // stopView fills in End, Outcome, Summary and Notes from the stops alone,
 // in the order of their times (then keys).

@@ -61,8 +61,9 @@ func TestUsersOverHTTP(t *testing.T) {
 		if len(now.Running) != 1 || now.Running[0].Device != "laptop" {
 			t.Errorf("bob sees %+v, want only his laptop session", now.Running)
 		}
-		// bob's stop without an id is refused with his candidates only.
-		res = h.call(bob, "end_focus", map[string]any{"device": "laptop"})
+		// bob's stop without an id from a device of his that runs nothing
+		// (alice's phone runs s1) is refused with his candidates only.
+		res = h.call(bob, "end_focus", map[string]any{"device": "phone"})
 		if got := candidateIDs(t, res); codeOf(res) != string(idem.CodeAmbiguousTarget) || !slices.Equal(got, []string{"s1"}) {
 			t.Errorf("bob's stop without an id: code %q candidates %v", codeOf(res), got)
 		}
