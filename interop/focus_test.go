@@ -16,7 +16,7 @@ var focusWrites = []struct {
 }{
 	{"start", "start_focus", map[string]any{"device": "phone", "label": "chapter", "session_id": "s1", "started_at": "2026-03-02T13:30:00Z", "op_id": "op-start"}, true},
 	{"heartbeat", "heartbeat", map[string]any{"session_id": "s1", "at": "2026-03-02T13:50:00Z", "note": "outline done"}, false},
-	{"log", "log_session", map[string]any{"log_id": "walk-1", "date": "2026-03-02", "minutes": 25, "note": "walk"}, false},
+	{"log", "log_session", map[string]any{"log_id": "walk-1", "started_at": "2026-03-02T07:00:00Z", "minutes": 25, "note": "walk"}, false},
 	{"steps", "add_steps", map[string]any{"date": "2026-03-02", "steps": 1200, "op_id": "op-steps"}, true},
 	{"end", "end_focus", map[string]any{"session_id": "s1", "device": "phone", "end_at": "2026-03-02T14:05:00Z", "outcome": "done", "op_id": "op-stop"}, true},
 	{"start2", "start_focus", map[string]any{"device": "laptop", "label": "review", "session_id": "s2", "started_at": "2026-03-02T14:10:00Z"}, false},
@@ -40,7 +40,7 @@ func focusPlan() plan {
 		call("delete_no_id", "delete_session", map[string]any{}))
 	first = append(first,
 		call("start3", "start_focus", map[string]any{"device": "desk", "label": "email", "session_id": "s3"}),
-		call("log_missing_key", "log_session", map[string]any{"date": "2026-03-02", "minutes": 5}),
+		call("log_missing_key", "log_session", map[string]any{"started_at": "2026-03-02T08:00:00Z", "minutes": 5}),
 		call("steps_no_op_id", "add_steps", map[string]any{"date": "2026-03-02", "steps": 5}),
 		call("stop_before_start", "end_focus", map[string]any{"session_id": "s3", "device": "desk", "end_at": "2000-01-01T00:00:00Z"}),
 	)

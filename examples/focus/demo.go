@@ -259,7 +259,7 @@ func (d *demo) dropped() error {
 		{"set_steps phone 1200 (a model)", "set_steps", map[string]any{"device": "phone", "date": "2026-03-02", "steps": 1200},
 			map[string]any{"device": "phone", "date": "2026-03-02", "steps": 1200, "op_id": "op-minted-by-the-model"}},
 		{"add_steps 250, op_id (an app)", "add_steps", map[string]any{"date": "2026-03-02", "steps": 250, "op_id": "op-steps-1"}, nil},
-		{"log_session walk-1 25 min", "log_session", map[string]any{"log_id": "walk-1", "date": "2026-03-02", "minutes": 25, "note": "walk"}, nil},
+		{"log_session walk-1 25 min", "log_session", map[string]any{"log_id": "walk-1", "started_at": "2026-03-02T07:00:00Z", "minutes": 25, "note": "walk"}, nil},
 		{"end_focus s-guide, op_id", "end_focus", map[string]any{"session_id": "s-guide", "device": "phone", "end_at": "2026-03-02T14:05:00Z", "outcome": "done", "op_id": "op-stop-1"}, nil},
 		{"delete_session s-guide", "delete_session", map[string]any{"session_id": "s-guide"}, nil},
 	}

@@ -48,7 +48,7 @@ func writes() []write {
 		{name: "end_focus_session_id", tool: "end_focus", setup: started, args: map[string]any{"session_id": "s1", "device": "laptop", "end_at": at("14:20"), "summary": "done"}, keys: session},
 		{name: "end_focus_op_id", tool: "end_focus", setup: started, args: map[string]any{"session_id": "s1", "device": "phone", "end_at": at("14:05"), "outcome": "abandoned", "op_id": "op-stop"}, keys: session},
 		{name: "delete_session", tool: "delete_session", setup: started, args: map[string]any{"session_id": "s1"}, keys: session},
-		{name: "log_session", tool: "log_session", args: map[string]any{"log_id": "walk-1", "date": "2026-03-02", "minutes": 25, "note": "walk"},
+		{name: "log_session", tool: "log_session", args: map[string]any{"log_id": "walk-1", "started_at": at("07:00"), "minutes": 25, "note": "walk"},
 			keys: []idem.Key{k(colLogs, "walk-1"), k(colDays, "2026-03-02")}},
 		{name: "add_steps", tool: "add_steps", args: map[string]any{"date": "2026-03-02", "steps": 1200, "op_id": "op-steps"},
 			keys: []idem.Key{k(colDays, "2026-03-02")}},
@@ -372,7 +372,7 @@ func TestAnnotations(t *testing.T) {
 		t.Errorf("tools %v, want %d", names, len(want))
 	}
 	for tool, words := range map[string][]string{
-		"add_steps": {"op_id", "set_steps", "not models"}, "set_steps": {"device", "date", "safe to send again"}, "log_session": {"log_id"}, "heartbeat": {"session_id", "at"}, "start_focus": {"op_id", "session_id"},
+		"add_steps": {"op_id", "set_steps", "not models"}, "set_steps": {"device", "date", "safe to send again"}, "log_session": {"log_id", "started_at", "overlap"}, "heartbeat": {"session_id", "at"}, "start_focus": {"op_id", "session_id"},
 	} {
 		i := slices.IndexFunc(res.Tools, func(x *mcp.Tool) bool { return x.Name == tool })
 		for _, w := range words {
@@ -417,8 +417,9 @@ func TestBadInput(t *testing.T) {
 		{"end_focus", map[string]any{"session_id": "s1", "device": "phone", "end_at": bad}},
 		{"end_focus", map[string]any{"session_id": "nope", "device": "phone"}},
 		{"delete_session", map[string]any{"session_id": "nope"}},
-		{"log_session", map[string]any{"log_id": "l1", "date": bad, "minutes": 5}},
-		{"log_session", map[string]any{"log_id": "l1", "date": "2026-03-02", "minutes": 0}},
+		{"log_session", map[string]any{"log_id": "l1", "started_at": bad, "minutes": 5}},
+		{"log_session", map[string]any{"log_id": "l1", "started_at": at("07:00"), "minutes": 0}},
+		{"log_session", map[string]any{"log_id": "l1", "minutes": 5}},
 		{"add_steps", map[string]any{"date": "2026-03-02", "steps": -3, "op_id": "op-bad"}},
 		{"set_steps", map[string]any{"device": "phone", "date": "2026-03-02", "steps": -3}},
 		{"set_steps", map[string]any{"device": "phone", "date": "2026-03-02", "steps": 200001}},

@@ -10,14 +10,15 @@
 // Its tools, and what makes each safe to call twice:
 //   - start_focus: create-if-absent on the device's running slot, so a device
 //     runs at most one session; a client-minted session_id is honoured.
-//   - end_focus: with an id, the stop merge rule (earliest end wins, every
-//     stop kept, done beats other outcomes, a differing later summary to the
-//     notes); without one, only the one session this connection started,
-//     and never for a queued call (op_id or end_at): otherwise refused with
-//     the candidates.
+//   - end_focus: with an id, the stop merge rule (earliest end wins, one
+//     stop kept per device, done beats other outcomes, a differing later
+//     summary to the notes); without one, only the session running on the
+//     caller's device, and never for a queued call (op_id or end_at):
+//     otherwise refused with the candidates.
 //   - delete_session: the same target rule; a tombstone, so a second delete
 //     answers the same and deletes nothing.
-//   - log_session: replace keyed by log_id.
+//   - log_session: replace keyed by log_id; logged times cannot overlap.
+//   - set_steps: replace keyed by (device, date), for a model.
 //   - add_steps: an append that requires an op id minted by the app.
 //   - heartbeat: create-if-absent keyed by (session_id, at).
 //   - get_now, list_sessions: read only; get_operation for lost answers.

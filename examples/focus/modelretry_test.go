@@ -64,6 +64,13 @@ func modelRetries() []modelRetry {
 			first:   map[string]any{"session_id": "s1"},
 			retries: []map[string]any{{"session_id": "s1"}, {"device": "phone"}},
 			keys:    session},
+		{name: "log_session", tool: "log_session",
+			first: map[string]any{"log_id": "walk-1", "started_at": at("07:00"), "minutes": 25, "note": "walk"},
+			retries: []map[string]any{
+				{"log_id": "walk-2", "started_at": at("07:00"), "minutes": 25, "note": "walk"},
+				{"log_id": "morning-walk", "started_at": at("07:05"), "minutes": 30, "note": "a walk in the park"},
+			},
+			keys: []idem.Key{k(colLogs, "walk-1"), k(colLogs, "walk-2"), k(colLogs, "morning-walk"), day}},
 		{name: "heartbeat", tool: "heartbeat", setup: started,
 			first:   map[string]any{"session_id": "s1", "at": at("13:50"), "note": "outline done"},
 			retries: []map[string]any{{"session_id": "s1", "at": at("13:50"), "note": "the outline is finished"}},
@@ -147,5 +154,37 @@ func TestModelRetryOnAddStepsAddsAgain(t *testing.T) {
 	structured(t, h.ok(h.connectHTTP(), "list_sessions", map[string]any{"date": "2026-03-02"}), &d)
 	if d.Steps != 2400 {
 		t.Errorf("add_steps retried with a new op id: %d steps, want 2400 (added twice)", d.Steps)
+	}
+}
+
+// TestLogOverlap: logged times cannot overlap, across midnight too; the
+// same log_id replaces its own log, moved or not.
+func TestLogOverlap(t *testing.T) {
+	h := newHarness(t, "memory")
+	cs := h.connect()
+	h.ok(cs, "log_session", map[string]any{"log_id": "late", "started_at": "2026-03-01T23:50:00Z", "minutes": 30})
+	for _, c := range []struct {
+		id, startedAt string
+		minutes       int
+		ok            bool
+	}{
+		{"early", at("00:10"), 10, false},          // inside late's 23:50-00:20
+		{"early", at("00:20"), 10, true},           // right after it
+		{"early", at("00:25"), 10, true},           // moved by its own log_id
+		{"late", "2026-03-01T23:40:00Z", 40, true}, // late moved up to 00:20, touching early
+		{"other", at("00:30"), 5, false},           // inside early's 00:25-00:35
+	} {
+		res := h.call(cs, "log_session", map[string]any{"log_id": c.id, "started_at": c.startedAt, "minutes": c.minutes})
+		if res.IsError == c.ok {
+			t.Errorf("%s at %s for %d min: isError %v, want %v: %s", c.id, c.startedAt, c.minutes, res.IsError, !c.ok, text(res))
+		}
+		if !c.ok && (codeOf(res) != string(idem.CodeNotSaved) || h.doc(k(colLogs, "other")) != "") {
+			t.Errorf("%s: code %q, want not_saved and nothing written", c.id, codeOf(res))
+		}
+	}
+	var d Day
+	structured(t, h.ok(cs, "list_sessions", map[string]any{"date": "2026-03-02"}), &d)
+	if d.LoggedMinutes != 10 {
+		t.Errorf("2026-03-02 holds %d logged minutes, want 10 (early, once)", d.LoggedMinutes)
 	}
 }

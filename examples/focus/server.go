@@ -70,11 +70,15 @@ func (d day) totalSteps() int64 {
 
 // LoggedTime is one log_session record.
 type LoggedTime struct {
-	LogID   string `json:"log_id"`
-	Date    string `json:"date"`
-	Minutes int    `json:"minutes"`
-	Note    string `json:"note,omitempty"`
+	LogID     string    `json:"log_id"`
+	Date      string    `json:"date"`
+	StartedAt time.Time `json:"started_at"`
+	Minutes   int       `json:"minutes"`
+	Note      string    `json:"note,omitempty"`
 }
+
+// end is when the logged time ended.
+func (l LoggedTime) end() time.Time { return l.StartedAt.Add(time.Duration(l.Minutes) * time.Minute) }
 
 // Beat is one heartbeat.
 type Beat struct {
@@ -148,8 +152,10 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	}, s, counted(f, "delete_session", f.deleteSession), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "log_session",
-		Description: "Log focus time done away from a device, replacing the earlier log with the same log_id: " +
-			"log_id is the id of what is logged (one entry, one id), so sending it again does not count the time twice.",
+		Description: "Log focus time done away from a device, replacing the earlier log with the same log_id. " +
+			"started_at is when it started: logged times cannot overlap, so a log whose time overlaps another " +
+			"log_id's is refused, naming that log. A retry after a lost answer is safe with the same log_id, and " +
+			"refused, not counted twice, with a new one.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
 	}, s, counted(f, "log_session", f.logSession), idem.Keys("log_id"), lo)
 
@@ -567,10 +573,10 @@ func (f *focus) deleteSession(ctx context.Context, tx idem.Tx, req *mcp.CallTool
 
 // LogArgs are log_session's arguments.
 type LogArgs struct {
-	LogID   string `json:"log_id" jsonschema:"the id of what is logged; logging it again replaces it"`
-	Date    string `json:"date" jsonschema:"the day, as YYYY-MM-DD"`
-	Minutes int    `json:"minutes" jsonschema:"minutes of focus, 1 to 1440"`
-	Note    string `json:"note,omitempty" jsonschema:"what it was"`
+	LogID     string `json:"log_id" jsonschema:"the id of what is logged; logging it again replaces it"`
+	StartedAt string `json:"started_at" jsonschema:"when the focus time started (RFC 3339); its date is the day it counts for"`
+	Minutes   int    `json:"minutes" jsonschema:"minutes of focus, 1 to 1440"`
+	Note      string `json:"note,omitempty" jsonschema:"what it was"`
 }
 
 // Logged is log_session's answer.
@@ -579,24 +585,45 @@ type Logged struct {
 	DayMinutes int `json:"day_minutes"`
 }
 
-// logSession replaces the log at log_id, and the day's entry for it.
+// logSession replaces the log at log_id, and the day's entry for it. A
+// log whose time overlaps another log_id's is refused: one stretch of time
+// is logged once, so a model's retry under a new log_id counts nothing.
 func (f *focus) logSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in LogArgs) (*mcp.CallToolResult, Logged, error) {
 	if err := checkID("log_id", in.LogID); err != nil {
 		return nil, Logged{}, err
 	}
-	if err := checkDate(in.Date); err != nil {
+	if in.StartedAt == "" {
+		return nil, Logged{}, refuse("started_at is required: when the focus time started, as RFC 3339")
+	}
+	start, err := parseTime("started_at", in.StartedAt)
+	if err != nil {
 		return nil, Logged{}, err
 	}
 	if in.Minutes < 1 || in.Minutes > 24*60 {
 		return nil, Logged{}, refuse("minutes must be 1 to 1440")
 	}
-	lt := LoggedTime{LogID: in.LogID, Date: in.Date, Minutes: in.Minutes, Note: in.Note}
+	lt := LoggedTime{LogID: in.LogID, Date: start.Format(time.DateOnly), StartedAt: start, Minutes: in.Minutes, Note: in.Note}
+	// A log that overlaps this one starts on its day or the day before
+	// (a log lasts at most a day).
+	for _, date := range []string{start.AddDate(0, 0, -1).Format(time.DateOnly), lt.Date} {
+		d, _, err := get[day](ctx, tx, key(req, colDays, date))
+		if err != nil {
+			return nil, Logged{}, err
+		}
+		for _, id := range slices.Sorted(maps.Keys(d.Logs)) {
+			o := d.Logs[id]
+			if id != in.LogID && o.StartedAt.Before(lt.end()) && lt.StartedAt.Before(o.end()) {
+				return nil, Logged{}, refuse("this time overlaps log %s (started %s, %d min), which is already logged; "+
+					"to change that log, send its log_id", id, o.StartedAt.Format(time.RFC3339), o.Minutes)
+			}
+		}
+	}
 	k := key(req, colLogs, in.LogID)
 	old, ver, err := get[LoggedTime](ctx, tx, k)
 	if err != nil {
 		return nil, Logged{}, err
 	}
-	if ver != 0 && old.Date != in.Date {
+	if ver != 0 && old.Date != lt.Date {
 		// The entry moved to another day: it leaves the old one.
 		if _, err := updateDay(ctx, tx, req, old.Date, func(d *day) { delete(d.Logs, in.LogID) }); err != nil {
 			return nil, Logged{}, err
@@ -605,7 +632,7 @@ func (f *focus) logSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	if err := tx.Put(ctx, k, lt); err != nil {
 		return nil, Logged{}, err
 	}
-	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) {
+	d, err := updateDay(ctx, tx, req, lt.Date, func(d *day) {
 		if d.Logs == nil {
 			d.Logs = map[string]LoggedTime{}
 		}
