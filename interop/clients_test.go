@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -80,8 +82,9 @@ type client interface {
 
 // nodeClient runs node/client.mjs with one of the TypeScript SDKs.
 type nodeClient struct {
-	sdk         string // "v1" or "v2"
-	negotiation string // v2: "", "legacy" or "auto"
+	sdk         string        // "v1" or "v2"
+	negotiation string        // v2: "", "legacy", "auto" or "pin:VERSION"
+	timeout     time.Duration // a call's request timeout; 0: the SDK's (60 s)
 }
 
 func (c nodeClient) name() string {
@@ -99,6 +102,9 @@ func (c nodeClient) run(ctx context.Context, tg target, p plan) (map[string]outc
 	args := []string{"client.mjs", "--sdk", c.sdk, "--transport", tg.transport}
 	if c.negotiation != "" {
 		args = append(args, "--negotiation", c.negotiation)
+	}
+	if c.timeout > 0 {
+		args = append(args, "--timeout", strconv.FormatInt(c.timeout.Milliseconds(), 10))
 	}
 	if tg.transport == "http" {
 		args = append(args, "--url", tg.url)

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -163,6 +164,24 @@ func (w *wire) requests() []wireRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.seen)
+}
+
+// sent lists what the wire has seen, one "HTTP-method JSON-RPC-method"
+// string per request ("tools/call" with its tool's name and, when its
+// answer was lost, how).
+func (w *wire) sent() []string {
+	var out []string
+	for _, r := range w.requests() {
+		s := r.HTTPMethod + " " + r.Method
+		if r.Tool != "" {
+			s += " " + r.Tool
+		}
+		if r.Lost != "" {
+			s += " (" + string(r.Lost) + ")"
+		}
+		out = append(out, strings.TrimSpace(s))
+	}
+	return out
 }
 
 // calls returns how many tools/call requests for tool reached the server.

@@ -9,7 +9,8 @@
 //
 // Options: --negotiation legacy|auto|pin:VERSION (v2 only:
 // ClientOptions.versionNegotiation, pin:2026-07-28 being { mode: { pin:
-// '2026-07-28' } }; the default is the client's own, legacy).
+// '2026-07-28' } }; the default is the client's own, legacy); --timeout MS
+// (the request timeout of each call; the default is the SDK's, 60 s).
 //
 // The plan (stdin) is {"sessions": [{"steps": [STEP, ...]}, ...]}. Each
 // session is a new connection (over stdio, a new server process), opened
@@ -35,6 +36,7 @@ const { values: opts, positionals } = parseArgs({
     transport: { type: 'string' },
     url: { type: 'string' },
     negotiation: { type: 'string' },
+    timeout: { type: 'string' },
   },
   allowPositionals: true,
 });
@@ -48,7 +50,7 @@ async function loadSDK(sdk) {
       return {
         Client, StdioClientTransport, StreamableHTTPClientTransport,
         clientOptions: { capabilities: {} },
-        call: (c, params) => c.callTool(params),
+        call: (c, params, options) => c.callTool(params, undefined, options),
       };
     }
     case 'v2': {
@@ -62,7 +64,7 @@ async function loadSDK(sdk) {
       }
       return {
         Client, StdioClientTransport, StreamableHTTPClientTransport, clientOptions,
-        call: (c, params) => c.callTool(params),
+        call: (c, params, options) => c.callTool(params, options),
       };
     }
     default:
@@ -116,7 +118,8 @@ async function runStep(api, client, step, subscriptions) {
       if (step.meta) params._meta = step.meta;
       const once = async () => {
         try {
-          return { result: await api.call(client, params) };
+          const options = opts.timeout ? { timeout: Number(opts.timeout) } : undefined;
+          return { result: await api.call(client, params, options) };
         } catch (err) {
           return { error: errorOf(err) };
         }
