@@ -9,12 +9,13 @@ import (
 
 // lostAnswerClients are the clients TestLostAnswerThenNewClient loses an
 // answer to: each library with its defaults, the TypeScript v2 client on
-// both of its protocols. The TypeScript clients wait for a cut stream's
-// answer until their request timeout (60 s by default): here it is
-// nodeTimeout, to see what they raise then.
+// protocol 2026-07-28 (in its default, the initialize handshake, it raised
+// the same errors as here, on 2026-12-02; left out to keep the run short).
+// The TypeScript clients wait for a cut stream's answer until their
+// request timeout (60 s by default): here it is nodeTimeout, to see what
+// they raise then.
 func lostAnswerClients() []client {
-	return []client{nodeClient{sdk: "v1", timeout: nodeTimeout}, nodeClient{sdk: "v2", timeout: nodeTimeout},
-		nodeClient{sdk: "v2", negotiation: "pin:" + modern, timeout: nodeTimeout},
+	return []client{nodeClient{sdk: "v1", timeout: nodeTimeout}, nodeClient{sdk: "v2", negotiation: "pin:" + modern, timeout: nodeTimeout},
 		mcpGoClient{label: "mcpgo"}, goSDKClient{}}
 }
 
