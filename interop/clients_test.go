@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -41,6 +44,11 @@ type step struct {
 }
 
 func list(id string) step { return step{ID: id, Op: "list"} }
+
+// listen opens a subscriptions/listen stream for tool list changes
+// (protocol 2026-07-28), as Claude Code does after server/discover; it
+// stays open until the session ends.
+func listen(id string) step { return step{ID: id, Op: "listen"} }
 
 func call(id, name string, args map[string]any) step {
 	return step{ID: id, Op: "call", Name: name, Arguments: args}
@@ -74,8 +82,9 @@ type client interface {
 
 // nodeClient runs node/client.mjs with one of the TypeScript SDKs.
 type nodeClient struct {
-	sdk         string // "v1" or "v2"
-	negotiation string // v2: "", "legacy" or "auto"
+	sdk         string        // "v1" or "v2"
+	negotiation string        // v2: "", "legacy", "auto" or "pin:VERSION"
+	timeout     time.Duration // a call's request timeout; 0: the SDK's (60 s)
 }
 
 func (c nodeClient) name() string {
@@ -93,6 +102,9 @@ func (c nodeClient) run(ctx context.Context, tg target, p plan) (map[string]outc
 	args := []string{"client.mjs", "--sdk", c.sdk, "--transport", tg.transport}
 	if c.negotiation != "" {
 		args = append(args, "--negotiation", c.negotiation)
+	}
+	if c.timeout > 0 {
+		args = append(args, "--timeout", strconv.FormatInt(c.timeout.Milliseconds(), 10))
 	}
 	if tg.transport == "http" {
 		args = append(args, "--url", tg.url)
@@ -161,12 +173,45 @@ func (c mcpGoClient) run(ctx context.Context, tg target, p plan) (map[string]out
 			}
 			continue
 		}
+		var listens []func() error
 		for _, st := range s.Steps {
+			if st.Op == "listen" {
+				listens = append(listens, listenMCPGo(ctx, cl))
+				out[st.ID] = outcome{}
+				continue
+			}
 			out[st.ID] = runMCPGoStep(ctx, cl, st)
+		}
+		for i, stop := range listens {
+			if err := stop(); err != nil {
+				out[fmt.Sprintf("listen#%d", i)] = outcome{Error: &clientError{Message: "subscriptions/listen: " + err.Error()}}
+			}
 		}
 		cl.Close()
 	}
 	return out, nil
+}
+
+// listenMCPGo opens a subscriptions/listen stream for tool list changes on
+// cl; stop closes it and returns what ended it, if not stop itself.
+func listenMCPGo(ctx context.Context, cl *mcpgoclient.Client) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() { ended <- cl.Listen(ctx, mcpgo.SubscriptionFilter{ToolsListChanged: true}) }()
+	return func() error {
+		select {
+		case err := <-ended: // ended before the session did
+			cancel()
+			if err == nil {
+				err = errors.New("the server ended the stream")
+			}
+			return err
+		default:
+		}
+		cancel()
+		<-ended
+		return nil
+	}
 }
 
 // connect starts a client session on tg and initializes it.

@@ -139,7 +139,8 @@ func sameAnswer(t *testing.T, out map[string]outcome, first, id string, replayed
 // TestFocus runs examples/focus's scenarios with each client over each
 // transport, on SQLite.
 func TestFocus(t *testing.T) {
-	runMatrix(t, bins.focus, focusPlan(), focusChecks, func(t *testing.T) []string {
-		return []string{"-store", "sqlite:" + t.TempDir() + "/f.db"}
-	})
+	runMatrix(t, bins.focus, focusPlan(), focusChecks, focusArgs)
 }
+
+// focusArgs are examples/focus's flags for a fresh SQLite database.
+func focusArgs(t *testing.T) []string { return []string{"-store", "sqlite:" + t.TempDir() + "/f.db"} }

@@ -191,10 +191,11 @@ var quickstartChecks = []check{
 // TestQuickstart runs every scenario against examples/quickstart with each
 // client over each transport.
 func TestQuickstart(t *testing.T) {
-	runMatrix(t, bins.quickstart, quickstartPlan(), quickstartChecks, func(t *testing.T) []string {
-		return []string{"-db", t.TempDir() + "/q.db"}
-	})
+	runMatrix(t, bins.quickstart, quickstartPlan(), quickstartChecks, quickstartArgs)
 }
+
+// quickstartArgs are the quickstart's flags for a fresh database.
+func quickstartArgs(t *testing.T) []string { return []string{"-db", t.TempDir() + "/q.db"} }
 
 // matrixClients returns the clients for transport: the TypeScript SDK
 // clients v1 and v2, and mcp-go's default client. The quickstart serves

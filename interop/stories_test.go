@@ -135,7 +135,10 @@ var storiesChecks = []check{
 // TestStories runs every scenario against examples/stories, on SQLite,
 // with each client over each transport.
 func TestStories(t *testing.T) {
-	runMatrix(t, bins.stories, storiesPlan(), storiesChecks, func(t *testing.T) []string {
-		return []string{"-store", "sqlite:" + t.TempDir() + "/stories.db"}
-	})
+	runMatrix(t, bins.stories, storiesPlan(), storiesChecks, storiesArgs)
+}
+
+// storiesArgs are examples/stories's flags for a fresh SQLite database.
+func storiesArgs(t *testing.T) []string {
+	return []string{"-store", "sqlite:" + t.TempDir() + "/stories.db"}
 }

@@ -7,15 +7,20 @@
 //   node client.mjs --sdk v1|v2 --transport http --url http://127.0.0.1:PORT/ < plan.json
 //   node client.mjs --sdk v1|v2 --transport stdio -- SERVER [ARGS...] < plan.json
 //
-// Options: --negotiation legacy|auto (v2 only: ClientOptions.versionNegotiation;
-// the default is the client's own, legacy).
+// Options: --negotiation legacy|auto|pin:VERSION (v2 only:
+// ClientOptions.versionNegotiation, pin:2026-07-28 being { mode: { pin:
+// '2026-07-28' } }; the default is the client's own, legacy); --timeout MS
+// (the request timeout of each call; the default is the SDK's, 60 s).
 //
 // The plan (stdin) is {"sessions": [{"steps": [STEP, ...]}, ...]}. Each
 // session is a new connection (over stdio, a new server process), opened
 // after the previous one closed. A STEP is
 //   {"id": "...", "op": "list"}
 //   {"id": "...", "op": "call", "name": "...", "arguments": {...}, "meta": {...}, "parallel": N}
-// Steps of a session run in order; "meta" is the request's _meta; a call
+//   {"id": "...", "op": "listen"}
+// Steps of a session run in order; "listen" (v2, protocol 2026-07-28 only)
+// opens a subscriptions/listen stream for tool list changes, as Claude Code
+// does, and keeps it open until the session ends; "meta" is the request's _meta; a call
 // with "parallel": N sends N copies at once.
 //
 // Stdout is one JSON object: {"sdk", "transport", "steps": {ID: OUTCOME}},
@@ -31,6 +36,7 @@ const { values: opts, positionals } = parseArgs({
     transport: { type: 'string' },
     url: { type: 'string' },
     negotiation: { type: 'string' },
+    timeout: { type: 'string' },
   },
   allowPositionals: true,
 });
@@ -44,19 +50,21 @@ async function loadSDK(sdk) {
       return {
         Client, StdioClientTransport, StreamableHTTPClientTransport,
         clientOptions: { capabilities: {} },
-        call: (c, params) => c.callTool(params),
+        call: (c, params, options) => c.callTool(params, undefined, options),
       };
     }
     case 'v2': {
       const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
       const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
       const clientOptions = { capabilities: {} };
-      if (opts.negotiation) {
+      if (opts.negotiation?.startsWith('pin:')) {
+        clientOptions.versionNegotiation = { mode: { pin: opts.negotiation.slice('pin:'.length) } };
+      } else if (opts.negotiation) {
         clientOptions.versionNegotiation = { mode: opts.negotiation };
       }
       return {
         Client, StdioClientTransport, StreamableHTTPClientTransport, clientOptions,
-        call: (c, params) => c.callTool(params),
+        call: (c, params, options) => c.callTool(params, options),
       };
     }
     default:
@@ -89,8 +97,15 @@ function errorOf(err) {
   return out;
 }
 
-async function runStep(api, client, step) {
+async function runStep(api, client, step, subscriptions) {
   switch (step.op) {
+    case 'listen':
+      try {
+        subscriptions.push(await client.listen({ toolsListChanged: true }));
+        return {};
+      } catch (err) {
+        return { error: errorOf(err) };
+      }
     case 'list':
       try {
         const res = await client.listTools();
@@ -103,7 +118,8 @@ async function runStep(api, client, step) {
       if (step.meta) params._meta = step.meta;
       const once = async () => {
         try {
-          return { result: await api.call(client, params) };
+          const options = opts.timeout ? { timeout: Number(opts.timeout) } : undefined;
+          return { result: await api.call(client, params, options) };
         } catch (err) {
           return { error: errorOf(err) };
         }
@@ -134,8 +150,12 @@ async function main() {
       await client.close().catch(() => {});
       continue;
     }
+    const subscriptions = [];
     for (const step of session.steps) {
-      steps[step.id] = await runStep(api, client, step);
+      steps[step.id] = await runStep(api, client, step, subscriptions);
+    }
+    for (const sub of subscriptions) {
+      await sub.close().catch(() => {});
     }
     await client.close().catch(() => {});
   }
