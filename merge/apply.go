@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
@@ -25,30 +26,23 @@ type Change[T any] struct {
 	// true when Created).
 	Changed bool
 	// Summary is one sentence saying what moved, for the caller: from the
-	// [Describe] option when given, else a list of the JSON fields that
+	// [Options].Describe when given, else a list of the JSON fields that
 	// changed. "created" and "unchanged" when nothing else applies.
 	Summary string
 }
 
-// An ApplyOption changes how [Apply] works for records of type T.
-type ApplyOption[T any] func(*applyConfig[T])
+// Options change how [Apply] works for records of type T. A nil *Options
+// means none of them.
+type Options[T any] struct {
+	// Describe, when set, summarises a change: it is called only when the
+	// record existed and changed, with the record before and after, and
+	// returns one sentence ("shortened: end moved from 14:20 to 14:05").
+	Describe func(before, after T) string
 
-type applyConfig[T any] struct {
-	describe func(before, after T) string
-	write    []backend.WriteOption
-}
-
-// Describe makes Apply summarise a change with f, which is called only when
-// the record existed and changed, with the record before and after, and
-// returns one sentence ("shortened: end moved from 14:20 to 14:05").
-func Describe[T any](f func(before, after T) string) ApplyOption[T] {
-	return func(c *applyConfig[T]) { c.describe = f }
-}
-
-// Write passes write options (such as [backend.WithExpiry]) to the write Apply
-// makes. Without it a merged record is written without an expiry.
-func Write[T any](opts ...backend.WriteOption) ApplyOption[T] {
-	return func(c *applyConfig[T]) { c.write = append(c.write, opts...) }
+	// ExpiresAt, when not zero, makes the record Apply writes expire then:
+	// from then on it reads as absent, and the next Apply creates it anew.
+	// The zero value writes a record that does not expire.
+	ExpiresAt time.Time
 }
 
 // Apply joins incoming into the record at key, inside tx:
@@ -70,7 +64,7 @@ func Write[T any](opts ...backend.WriteOption) ApplyOption[T] {
 //
 // Errors from tx are returned wrapped (errors.Is finds the idem sentinels);
 // a record that does not decode into T is an error and nothing is written.
-func Apply[T any](ctx context.Context, tx idem.Tx, key idem.Key, incoming T, rule Rule[T], opts ...ApplyOption[T]) (Change[T], error) {
+func Apply[T any](ctx context.Context, tx idem.Tx, key idem.Key, incoming T, rule Rule[T], opts *Options[T]) (Change[T], error) {
 	var ch Change[T]
 	if tx == nil {
 		return ch, errors.New("merge: Apply: tx is nil")
@@ -78,18 +72,20 @@ func Apply[T any](ctx context.Context, tx idem.Tx, key idem.Key, incoming T, rul
 	if rule == nil {
 		return ch, errors.New("merge: Apply: rule is nil")
 	}
-	var cfg applyConfig[T]
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	var o Options[T]
+	if opts != nil {
+		o = *opts
+	}
+	var write []backend.WriteOption
+	if !o.ExpiresAt.IsZero() {
+		write = append(write, backend.WithExpiry(o.ExpiresAt))
 	}
 	var before T
 	v, err := tx.Get(ctx, key, &before)
 	switch {
 	case errors.Is(err, idem.ErrNotFound):
 		after := rule(incoming, incoming)
-		if err := tx.Create(ctx, key, after, cfg.write...); err != nil {
+		if err := tx.Create(ctx, key, after, write...); err != nil {
 			if errors.Is(err, idem.ErrExists) {
 				return ch, fmt.Errorf("merge: %s was created concurrently: %w", key.Collection, idem.ErrConflict)
 			}
@@ -113,15 +109,15 @@ func Apply[T any](ctx context.Context, tx idem.Tx, key idem.Key, incoming T, rul
 		ch.Summary = "unchanged"
 		return ch, nil
 	}
-	if err := tx.Update(ctx, key, v, after, cfg.write...); err != nil {
+	if err := tx.Update(ctx, key, v, after, write...); err != nil {
 		if errors.Is(err, idem.ErrNotFound) {
 			return Change[T]{}, fmt.Errorf("merge: %s was deleted concurrently: %w", key.Collection, idem.ErrConflict)
 		}
 		return Change[T]{}, fmt.Errorf("merge: writing merged record: %w", err)
 	}
 	ch.Changed = true
-	if cfg.describe != nil {
-		ch.Summary = cfg.describe(before, after)
+	if o.Describe != nil {
+		ch.Summary = o.Describe(before, after)
 	} else {
 		ch.Summary = diffFields(jb, ja)
 	}

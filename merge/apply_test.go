@@ -31,11 +31,11 @@ func read(t *testing.T, s idem.Store, k idem.Key) (Session, idem.Version) {
 	return got, v
 }
 
-func apply(s idem.Store, in Session, opts ...merge.ApplyOption[Session]) (merge.Change[Session], error) {
+func apply(s idem.Store, in Session, opts *merge.Options[Session]) (merge.Change[Session], error) {
 	var ch merge.Change[Session]
 	err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
 		var err error
-		ch, err = merge.Apply(ctx, tx, sessionKey, in, stopRule, opts...)
+		ch, err = merge.Apply(ctx, tx, sessionKey, in, stopRule, opts)
 		return err
 	})
 	return ch, err
@@ -45,7 +45,7 @@ func TestApplyCreatesAbsentRecord(t *testing.T) {
 	s := memory.New(nil)
 	// Not its own view: Apply stores rule(in, in), which is.
 	in := Session{ID: "s1", Start: running.Start, Stops: phoneStop.Stops}
-	ch, err := apply(s, in, merge.Describe(func(before, after Session) string { return "described" }))
+	ch, err := apply(s, in, &merge.Options[Session]{Describe: func(before, after Session) string { return "described" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +60,12 @@ func TestApplyCreatesAbsentRecord(t *testing.T) {
 
 func TestApplyUnchangedDoesNotWrite(t *testing.T) {
 	s := memory.New(nil)
-	if _, err := apply(s, phoneStop); err != nil {
+	if _, err := apply(s, phoneStop, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, v1 := read(t, s, sessionKey)
 	described := false
-	ch, err := apply(s, phoneStop, merge.Describe(func(before, after Session) string { described = true; return "" }))
+	ch, err := apply(s, phoneStop, &merge.Options[Session]{Describe: func(before, after Session) string { described = true; return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +79,10 @@ func TestApplyUnchangedDoesNotWrite(t *testing.T) {
 
 func TestApplyDefaultSummaryNamesFields(t *testing.T) {
 	s := memory.New(nil)
-	if _, err := apply(s, laptopStop); err != nil {
+	if _, err := apply(s, laptopStop, nil); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := apply(s, phoneStop)
+	ch, err := apply(s, phoneStop, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +95,11 @@ func TestApplyDefaultSummaryNamesFields(t *testing.T) {
 func TestApplyWriteOptions(t *testing.T) {
 	clock := time.Date(2026, 3, 2, 15, 0, 0, 0, time.UTC)
 	s := memory.New(&memory.Options{Now: func() time.Time { return clock }})
-	exp := backend.WithExpiry(clock.Add(time.Hour))
-	if _, err := apply(s, laptopStop, merge.Write[Session](exp)); err != nil {
+	exp := &merge.Options[Session]{ExpiresAt: clock.Add(time.Hour)}
+	if _, err := apply(s, laptopStop, exp); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := apply(s, phoneStop, merge.Write[Session](exp)); err != nil {
+	if _, err := apply(s, phoneStop, exp); err != nil {
 		t.Fatal(err)
 	}
 	clock = clock.Add(2 * time.Hour)
@@ -137,12 +137,12 @@ func TestApplyWriteIsConditional(t *testing.T) {
 			ctx := context.Background()
 			s := memory.New(nil)
 			if existing {
-				if _, err := apply(s, watchStop); err != nil {
+				if _, err := apply(s, watchStop, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
 			interfere := func() {
-				if _, err := apply(s, laptopStop); err != nil {
+				if _, err := apply(s, laptopStop, nil); err != nil {
 					t.Errorf("concurrent apply: %v", err)
 				}
 			}
@@ -154,7 +154,7 @@ func TestApplyWriteIsConditional(t *testing.T) {
 				if attempts == 1 {
 					rtx.interfere = interfere
 				}
-				_, err := merge.Apply(ctx, rtx, sessionKey, phoneStop, stopRule)
+				_, err := merge.Apply(ctx, rtx, sessionKey, phoneStop, stopRule, nil)
 				if attempts == 1 {
 					firstErr = err
 				}
@@ -188,7 +188,7 @@ func TestApplyConcurrentLosesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			op := fmt.Sprintf("op-%02d", i)
-			_, err := apply(s, stopRequest(running, op, Stop{At: at(14, i), Outcome: "done", Summary: op}))
+			_, err := apply(s, stopRequest(running, op, Stop{At: at(14, i), Outcome: "done", Summary: op}), nil)
 			errs <- err
 		}()
 	}
@@ -213,7 +213,7 @@ func TestApplyConcurrentLosesNothing(t *testing.T) {
 func TestApplyBadInputChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
-	if _, err := apply(s, phoneStop); err != nil {
+	if _, err := apply(s, phoneStop, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, v := read(t, s, sessionKey)
@@ -229,19 +229,19 @@ func TestApplyBadInputChangesNothing(t *testing.T) {
 		is   error
 	}{
 		{"nil tx", func(ctx context.Context, _ idem.Tx) error {
-			_, err := merge.Apply(ctx, nil, sessionKey, laptopStop, stopRule)
+			_, err := merge.Apply(ctx, nil, sessionKey, laptopStop, stopRule, nil)
 			return err
 		}, nil},
 		{"nil rule", func(ctx context.Context, tx idem.Tx) error {
-			_, err := merge.Apply(ctx, tx, sessionKey, laptopStop, nil)
+			_, err := merge.Apply(ctx, tx, sessionKey, laptopStop, nil, nil)
 			return err
 		}, nil},
 		{"invalid key", func(ctx context.Context, tx idem.Tx) error {
-			_, err := merge.Apply(ctx, tx, idem.Key{Collection: "Sessions!", ID: "s1"}, laptopStop, stopRule)
+			_, err := merge.Apply(ctx, tx, idem.Key{Collection: "Sessions!", ID: "s1"}, laptopStop, stopRule, nil)
 			return err
 		}, backend.ErrInvalidKey},
 		{"record of another type", func(ctx context.Context, tx idem.Tx) error {
-			_, err := merge.Apply(ctx, tx, other, laptopStop, stopRule)
+			_, err := merge.Apply(ctx, tx, other, laptopStop, stopRule, nil)
 			return err
 		}, nil},
 	}

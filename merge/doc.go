@@ -14,7 +14,7 @@
 //	), view) // view: End, Outcome, Summary, Notes from Stops
 //
 //	err := store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-//		ch, err := merge.Apply(ctx, tx, key, incoming, rule, merge.Describe(describeStop))
+//		ch, err := merge.Apply(ctx, tx, key, incoming, rule, &merge.Options[Session]{Describe: describeStop})
 //		// ch.Summary: "shortened: end moved from 14:20 to 14:05"
 //		return err
 //	})

@@ -133,7 +133,7 @@ func Example() {
 	}
 	for _, req := range requests {
 		err := store.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-			ch, err := merge.Apply(ctx, tx, key, req, stopRule, merge.Describe(describeStop))
+			ch, err := merge.Apply(ctx, tx, key, req, stopRule, &merge.Options[Session]{Describe: describeStop})
 			if err == nil {
 				fmt.Println(ch.Summary)
 			}

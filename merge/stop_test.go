@@ -67,7 +67,7 @@ func deliver(t *testing.T, stops ...Session) ([]merge.Change[Session], json.RawM
 		var ch merge.Change[Session]
 		err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			var err error
-			ch, err = merge.Apply(ctx, tx, sessionKey, st, stopRule, merge.Describe(describeStop))
+			ch, err = merge.Apply(ctx, tx, sessionKey, st, stopRule, &merge.Options[Session]{Describe: describeStop})
 			return err
 		})
 		if err != nil {

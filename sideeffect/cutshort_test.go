@@ -22,8 +22,9 @@ import (
 func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
+	fx := sideeffect.New(s, nil)
 	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
-		return sideeffect.Intend(ctx, tx, "post.1", map[string]string{"text": "hi"})
+		return fx.Intend(ctx, tx, "post.1", map[string]string{"text": "hi"})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -33,18 +34,19 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 		<-ctx.Done()     // the answer is slow; the lease ends
 		return "", ctx.Err()
 	}
-	_, err := sideeffect.Once(ctx, s, "post.1", slow, sideeffect.Lease(30*time.Millisecond))
+	short := sideeffect.New(s, &sideeffect.Options{Lease: 30 * time.Millisecond})
+	_, err := short.Once(ctx, "post.1", slow)
 	if !errors.Is(err, sideeffect.ErrUnknown) {
 		t.Fatalf("Once = %v, want ErrUnknown", err)
 	}
-	if m, _ := sideeffect.Get(ctx, s, "post.1"); m.State != sideeffect.Unknown {
+	if m, _ := fx.Get(ctx, "post.1"); m.State != sideeffect.Unknown {
 		t.Fatalf("marker %s, want unknown", m.State)
 	}
 	fast := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		delivered.Add(1)
 		return "ref-2", nil
 	}
-	if _, err := sideeffect.Once(ctx, s, "post.1", fast); !errors.Is(err, sideeffect.ErrUnknown) {
+	if _, err := fx.Once(ctx, "post.1", fast); !errors.Is(err, sideeffect.ErrUnknown) {
 		t.Errorf("second Once = %v, want ErrUnknown without posting", err)
 	}
 	if delivered.Load() != 1 {
@@ -52,17 +54,17 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 	}
 	// A post that fails on its own (the target refused it) is released.
 	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
-		return sideeffect.Intend(ctx, tx, "post.2", "x")
+		return fx.Intend(ctx, tx, "post.2", "x")
 	}); err != nil {
 		t.Fatal(err)
 	}
 	refused := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		return "", errors.New("400 bad request")
 	}
-	if _, err := sideeffect.Once(ctx, s, "post.2", refused); err == nil || errors.Is(err, sideeffect.ErrUnknown) {
+	if _, err := fx.Once(ctx, "post.2", refused); err == nil || errors.Is(err, sideeffect.ErrUnknown) {
 		t.Fatalf("refused post: %v", err)
 	}
-	if m, _ := sideeffect.Get(ctx, s, "post.2"); m.State != sideeffect.Pending {
+	if m, _ := fx.Get(ctx, "post.2"); m.State != sideeffect.Pending {
 		t.Errorf("refused post left the marker %s, want pending", m.State)
 	}
 }
@@ -72,17 +74,18 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 func TestPostTimingOutOnItsOwnIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
+	fx := sideeffect.New(s, nil)
 	for i, perr := range []error{
 		fmt.Errorf("POST: %w", context.DeadlineExceeded),
 		&url.Error{Op: "Post", URL: "http://127.0.0.1/x", Err: timeoutErr{}},
 	} {
 		key := fmt.Sprintf("post.t%d", i)
 		if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
-			return sideeffect.Intend(ctx, tx, key, "x")
+			return fx.Intend(ctx, tx, key, "x")
 		}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := sideeffect.Once(ctx, s, key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		_, err := fx.Once(ctx, key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 			return "", perr
 		})
 		if !errors.Is(err, sideeffect.ErrUnknown) {

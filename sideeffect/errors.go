@@ -22,7 +22,7 @@ var (
 	// ErrUnknown: a claim on the marker ended without a recorded outcome
 	// (its lease expired, the post panicked, or the post reported that its
 	// outcome is unknown). The effect may or may not have happened, so
-	// nothing is posted until [Recover] asks its reconcile function.
+	// nothing is posted until [Effects.Recover] asks its reconcile function.
 	ErrUnknown = errors.New("sideeffect: outcome of an earlier post is unknown; reconcile with Recover")
 
 	// ErrFenced: a complete or release came from a claim that no longer
@@ -35,7 +35,7 @@ var (
 	// new effect. It wraps idem.ErrExists.
 	ErrPayloadMismatch = wrapSentinel("sideeffect: marker key already used for a different payload", idem.ErrExists)
 
-	// ErrNoTransaction: [AfterCommit] was called with a context that is not
+	// ErrNoTransaction: [Effects.PostAfterCommit] was called with a context that is not
 	// inside a transaction of idem.Run or the middleware. Nothing was
 	// arranged.
 	ErrNoTransaction = errors.New("sideeffect: no idemkit transaction in context")

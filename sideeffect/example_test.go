@@ -15,6 +15,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	s := memory.New(nil)
+	effects := sideeffect.New(s, nil)
 	post := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		// Send key as the target's idempotency key.
 		fmt.Printf("posting %s\n", payload)
@@ -26,10 +27,10 @@ func Example() {
 			if err := tx.Put(ctx, idem.Key{Collection: "stories", ID: "hello"}, story); err != nil {
 				return err
 			}
-			if err := sideeffect.Intend(ctx, tx, "story-post.hello", story); err != nil {
+			if err := effects.Intend(ctx, tx, "story-post.hello", story); err != nil {
 				return err
 			}
-			return sideeffect.AfterCommit(ctx, s, "story-post.hello", post, func(ref string, err error) {
+			return effects.PostAfterCommit(ctx, "story-post.hello", post, func(ref string, err error) {
 				fmt.Println("ref:", ref, err)
 			})
 		})
@@ -45,11 +46,12 @@ func Example() {
 // Recover, run at start-up and periodically, posts what was intended but
 // never posted, and asks reconcile about claims that ended without an
 // outcome.
-func ExampleRecover() {
+func ExampleEffects_Recover() {
 	ctx := context.Background()
 	s := memory.New(nil)
+	effects := sideeffect.New(s, nil)
 	s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-		return sideeffect.Intend(ctx, tx, "welcome-mail.u1", map[string]string{"to": "u1"})
+		return effects.Intend(ctx, tx, "welcome-mail.u1", map[string]string{"to": "u1"})
 	})
 	// The process died here, before the after-commit post.
 
@@ -59,11 +61,11 @@ func ExampleRecover() {
 	reconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		// Ask the mail provider whether a message with idempotency key
 		// m.Key exists.
-		return sideeffect.StillUnknown, "", nil
+		return sideeffect.CannotTell, "", nil
 	}
-	r, err := sideeffect.Recover(ctx, s, post, reconcile)
+	r, err := effects.Recover(ctx, post, reconcile)
 	fmt.Println(r.Posted, err)
-	m, _ := sideeffect.Get(ctx, s, "welcome-mail.u1")
+	m, _ := effects.Get(ctx, "welcome-mail.u1")
 	fmt.Println(m.State, m.Ref)
 	// Output:
 	// [welcome-mail.u1] <nil>

@@ -24,36 +24,36 @@ func TestReleaseFencedWhileNewOwnerPosts(t *testing.T) {
 	s := memory.New(nil)
 	var clk fenceClock
 	clk.n.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	opts := []sideeffect.Option{sideeffect.Clock(clk.now), sideeffect.Lease(time.Minute)}
+	fx := sideeffect.New(s, &sideeffect.Options{Clock: clk.now, Lease: time.Minute})
 	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
-		return sideeffect.Intend(ctx, tx, "k", "p", opts...)
+		return fx.Intend(ctx, tx, "k", "p")
 	}); err != nil {
 		t.Fatal(err)
 	}
 	aStarted, aFinish := make(chan struct{}), make(chan struct{})
 	aDone := make(chan error, 1)
 	go func() {
-		_, err := sideeffect.Once(ctx, s, "k", func(ctx context.Context, key string, p json.RawMessage) (string, error) {
+		_, err := fx.Once(ctx, "k", func(ctx context.Context, key string, p json.RawMessage) (string, error) {
 			close(aStarted)
 			<-aFinish
 			return "", errors.New("A failed")
-		}, opts...)
+		})
 		aDone <- err
 	}()
 	<-aStarted
 	clk.n.Add(int64(2 * time.Minute))
 	bPosting, bFinish := make(chan struct{}), make(chan struct{})
-	go sideeffect.Recover(ctx, s, func(ctx context.Context, key string, p json.RawMessage) (string, error) {
+	go fx.Recover(ctx, func(ctx context.Context, key string, p json.RawMessage) (string, error) {
 		close(bPosting)
 		<-bFinish
 		return "ref-B", nil
 	}, func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-		return sideeffect.NotCommitted, "", nil
-	}, opts...)
+		return sideeffect.NotHappened, "", nil
+	})
 	<-bPosting
 	close(aFinish)
 	aErr := <-aDone
-	m, _ := sideeffect.Get(ctx, s, "k", opts...)
+	m, _ := fx.Get(ctx, "k")
 	close(bFinish)
 	t.Logf("A: %v; marker while B posts: %s", aErr, m.State)
 	if !errors.Is(aErr, sideeffect.ErrFenced) || m.State != sideeffect.Claimed {

@@ -310,20 +310,16 @@ var errListState = errors.New("sideeffect: only pending, claimed and unknown mar
 // not being posted), Claimed (being posted under a live lease) or Unknown
 // (a claim ended without an outcome and reconcile has not settled it; these
 // need a person or a reconcile function that can tell). Done markers are not
-// listed; read one with [Get].
+// listed; read one with [Effects.Get].
 //
 // List reads the index and the markers in batches, not in one transaction
 // over all of them, so a marker may move while List runs, and one intended
 // meanwhile may be missed.
-func List(ctx context.Context, s idem.Store, state State, opts ...Option) ([]Marker, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return nil, err
-	}
+func (e *Effects) List(ctx context.Context, state State) ([]Marker, error) {
 	if state != Pending && state != Claimed && state != Unknown {
 		return nil, errListState
 	}
-	all, err := readOpen(ctx, s, cfg)
+	all, err := readOpen(ctx, e.s, e.cfg)
 	if err != nil {
 		return nil, err
 	}

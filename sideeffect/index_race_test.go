@@ -54,16 +54,17 @@ func TestIntendLosingTheIndexCreateRaceIsRetried(t *testing.T) {
 			b = k
 		}
 	}
+	fx := New(mem, nil)
 	s := &interleave{Store: mem}
 	s.before = func() {
-		if err := idem.Run(ctx, mem, func(ctx context.Context, tx idem.Tx) error { return Intend(ctx, tx, a, "A") }); err != nil {
+		if err := idem.Run(ctx, mem, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, a, "A") }); err != nil {
 			t.Fatalf("Intend A: %v", err)
 		}
 	}
-	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error { return Intend(ctx, tx, b, "B") }); err != nil {
+	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, b, "B") }); err != nil {
 		t.Fatalf("Intend B lost the race to create the index and failed: %v", err)
 	}
-	ms, err := List(ctx, mem, Pending)
+	ms, err := fx.List(ctx, Pending)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,8 @@ func keysInShard(shard, n int, pad int) []string {
 
 func intend(t *testing.T, s idem.Store, key string) {
 	t.Helper()
-	if err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error { return Intend(ctx, tx, key, "p") }); err != nil {
+	fx := New(s, nil)
+	if err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, key, "p") }); err != nil {
 		t.Fatalf("Intend %s: %v", key, err)
 	}
 }
@@ -92,7 +93,7 @@ func TestIntendReadSkewIsRetried(t *testing.T) {
 	s.hook = func() {
 		intend(t, mem, rot) // page 1 full: opens page 2
 		for _, k := range onPage1 {
-			if _, err := Once(ctx, mem, k, okPost); err != nil {
+			if _, err := New(mem, nil).Once(ctx, k, okPost); err != nil {
 				t.Fatalf("Once %s: %v", k, err)
 			}
 		}
@@ -101,7 +102,7 @@ func TestIntendReadSkewIsRetried(t *testing.T) {
 		if err := tx.Put(ctx, idem.Key{Collection: "stories", ID: "s1"}, "business"); err != nil {
 			return err
 		}
-		return Intend(ctx, tx, victim, "p")
+		return New(s, nil).Intend(ctx, tx, victim, "p")
 	})
 	if err != nil {
 		t.Fatalf("business write failed: %v (conflict=%v)", err, errors.Is(err, idem.ErrConflict))
@@ -125,24 +126,16 @@ func TestClockSteppedBackKeepsThePostInsideTheLease(t *testing.T) {
 	}
 	const lease = 200 * time.Millisecond
 	var left time.Duration
-	_, err := Once(ctx, mem, "k", func(ctx context.Context, key string, p json.RawMessage) (string, error) {
+	owner := New(mem, &Options{Lease: lease, Clock: ownerClock})
+	_, err := owner.Once(ctx, "k", func(ctx context.Context, key string, p json.RawMessage) (string, error) {
 		d, _ := ctx.Deadline()
 		left = time.Until(d)
 		return "ref", nil
-	}, Lease(lease), Clock(ownerClock))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if left <= 0 || left > lease {
 		t.Errorf("post deadline %v after its start, want within the %v lease", left, lease)
-	}
-}
-
-func TestLeaseShorterThanMinimumIsRefused(t *testing.T) {
-	if _, err := newConfig([]Option{Lease(MinLease - 1)}); err == nil {
-		t.Error("a lease under MinLease was accepted")
-	}
-	if c, err := newConfig([]Option{Lease(MinLease)}); err != nil || c.margin() <= 0 || c.grace() <= 0 {
-		t.Errorf("MinLease: %v, margin %v, grace %v", err, c.margin(), c.grace())
 	}
 }

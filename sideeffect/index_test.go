@@ -124,6 +124,7 @@ func TestIndexBacklogIsPaged(t *testing.T) {
 	clk := storetest.NewClock(epoch)
 	mem := memory.New(&memory.Options{Now: clk.Now, MaxDocumentBytes: 400_000})
 	s := &countingStore{Store: mem}
+	fx := effects(s, clk, sideeffect.Options{})
 	ctx := context.Background()
 
 	keys := make([]string, n)
@@ -139,7 +140,7 @@ func TestIndexBacklogIsPaged(t *testing.T) {
 			if err := tx.Put(ctx, idem.Key{Collection: "posts", ID: key}, map[string]string{"text": "x"}); err != nil {
 				return err
 			}
-			return sideeffect.Intend(ctx, tx, key, map[string]string{"text": "x"}, opts(clk)...)
+			return fx.Intend(ctx, tx, key, map[string]string{"text": "x"})
 		})
 		if err != nil {
 			t.Fatalf("business write with Intend, after a backlog: %v", err)
@@ -155,7 +156,7 @@ func TestIndexBacklogIsPaged(t *testing.T) {
 		t.Errorf("the last Intends touched %d documents, largest %d bytes", last.docs, last.maxBytes)
 	}
 
-	got := listKeys(t, s, clk, sideeffect.Pending)
+	got := listKeys(t, fx, sideeffect.Pending)
 	if !slices.Equal(got, keys) {
 		t.Fatalf("List(pending) returned %d keys, want the %d intended, in order", len(got), n)
 	}
@@ -168,12 +169,12 @@ func TestIndexBacklogIsPaged(t *testing.T) {
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	var p counter
 	for i, key := range order {
-		if _, err := sideeffect.Once(ctx, s, key, p.post, opts(clk)...); err != nil {
+		if _, err := fx.Once(ctx, key, p.post); err != nil {
 			t.Fatalf("Once: %v", err)
 		}
 		if i == n/2 {
 			completions := maxStats(s.take())
-			if got := listKeys(t, s, clk, sideeffect.Pending); len(got) != n-n/2-1 {
+			if got := listKeys(t, fx, sideeffect.Pending); len(got) != n-n/2-1 {
 				t.Fatalf("List(pending) half way: %d keys, want %d", len(got), n-n/2-1)
 			}
 			s.take()
@@ -188,7 +189,7 @@ func TestIndexBacklogIsPaged(t *testing.T) {
 	if m := maxStats(s.take()); m.docs > 3 || m.maxBytes > docLimit {
 		t.Errorf("a claim or completion touched up to %d documents, largest %d bytes; want <= 3, <= %d", m.docs, m.maxBytes, docLimit)
 	}
-	if got := listKeys(t, s, clk, sideeffect.Pending); len(got) != 0 {
+	if got := listKeys(t, fx, sideeffect.Pending); len(got) != 0 {
 		t.Fatalf("List(pending) after all done: %d keys", len(got))
 	}
 	// Emptied pages are gone: listing reads the heads and one current page

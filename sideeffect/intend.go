@@ -22,11 +22,7 @@ import (
 //
 // A bad key returns an error wrapping backend.ErrInvalidKey; nothing is
 // written.
-func Intend(ctx context.Context, tx idem.Tx, key string, payload any, opts ...Option) error {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return err
-	}
+func (e *Effects) Intend(ctx context.Context, tx idem.Tx, key string, payload any) error {
 	k, err := markerKey(key)
 	if err != nil {
 		return err
@@ -39,7 +35,7 @@ func Intend(ctx context.Context, tx idem.Tx, key string, payload any, opts ...Op
 	if err != nil {
 		return err
 	}
-	now := cfg.now()
+	now := e.cfg.now()
 	d := doc{State: Pending, Payload: raw, Fingerprint: fingerprint(raw), IndexPage: page, CreatedAt: now, UpdatedAt: now}
 	err = tx.Create(ctx, k, d)
 	if errors.Is(err, idem.ErrExists) {

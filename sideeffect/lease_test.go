@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/sideeffect"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
 // hookStore calls after once the n-th Run (counting from 1) has returned.
@@ -31,18 +30,18 @@ func (s *hookStore) Run(ctx context.Context, fn func(ctx context.Context, tx ide
 
 // abandon claims key with Once and lets the claiming goroutine die inside
 // the post, so the claim is never completed or released.
-func abandon(t *testing.T, s idem.Store, clk *storetest.Clock, key string) {
+func abandon(t *testing.T, fx *sideeffect.Effects, key string) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sideeffect.Once(context.Background(), s, key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		fx.Once(context.Background(), key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 			runtime.Goexit()
 			return "", nil
-		}, opts(clk)...)
+		})
 	}()
 	<-done
-	if m := get(t, s, clk, key); m.State != sideeffect.Claimed {
+	if m := get(t, fx, key); m.State != sideeffect.Claimed {
 		t.Fatalf("after the owner died: %s, want claimed", m.State)
 	}
 }
@@ -52,12 +51,13 @@ func abandon(t *testing.T, s idem.Store, clk *storetest.Clock, key string) {
 // took long (retries, backoff) leaves the post only what is left of the
 // lease, less the margin.
 func TestPostDeadlineIsTheStoredLease(t *testing.T) {
-	mem, clk := newStore(t)
-	intend(t, mem, clk, "k", "p")
+	mem, clk, memfx := newStore(t)
+	intend(t, mem, memfx, "k", "p")
 	// The claim's commit returns 40 s after the claim read the clock.
 	s := &hookStore{Store: mem, n: 1, after: func() { clk.Advance(40 * time.Second) }}
+	fx := effects(s, clk, sideeffect.Options{})
 	post := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
-		m := get(t, mem, clk, "k")
+		m := get(t, memfx, "k")
 		// Lease 1 min, margin 6 s: the post must end by LeaseUntil-6s.
 		want := m.LeaseUntil.Add(-6 * time.Second).Sub(clk.Now())
 		if want != 14*time.Second {
@@ -69,7 +69,7 @@ func TestPostDeadlineIsTheStoredLease(t *testing.T) {
 		}
 		return "r", nil
 	}
-	if ref, err := sideeffect.Once(context.Background(), s, "k", post, opts(clk)...); err != nil || ref != "r" {
+	if ref, err := fx.Once(context.Background(), "k", post); err != nil || ref != "r" {
 		t.Fatalf("Once = %q, %v; want r", ref, err)
 	}
 }
@@ -78,17 +78,18 @@ func TestPostDeadlineIsTheStoredLease(t *testing.T) {
 // post: another node may take it over at any moment. The marker is released
 // for a later attempt.
 func TestClaimWithNoLeaseLeftDoesNotPost(t *testing.T) {
-	mem, clk := newStore(t)
-	intend(t, mem, clk, "k", "p")
+	mem, clk, memfx := newStore(t)
+	intend(t, mem, memfx, "k", "p")
 	s := &hookStore{Store: mem, n: 1, after: func() { clk.Advance(55 * time.Second) }}
-	if _, err := sideeffect.Once(context.Background(), s, "k", mustNotPost(t), opts(clk)...); err == nil {
+	fx := effects(s, clk, sideeffect.Options{})
+	if _, err := fx.Once(context.Background(), "k", mustNotPost(t)); err == nil {
 		t.Fatal("Once with no lease left returned no error")
 	}
-	if m := get(t, mem, clk, "k"); m.State != sideeffect.Pending || m.Failures != 0 {
+	if m := get(t, memfx, "k"); m.State != sideeffect.Pending || m.Failures != 0 {
 		t.Errorf("marker %s failures %d, want pending 0", m.State, m.Failures)
 	}
 	var p counter
-	if ref, err := sideeffect.Once(context.Background(), mem, "k", p.post, opts(clk)...); err != nil || ref != "ref-1" {
+	if ref, err := memfx.Once(context.Background(), "k", p.post); err != nil || ref != "ref-1" {
 		t.Errorf("next Once = %q, %v; want ref-1", ref, err)
 	}
 }
@@ -97,23 +98,23 @@ func TestClaimWithNoLeaseLeftDoesNotPost(t *testing.T) {
 // lease) after its LeaseUntil, so a post still running near its deadline on
 // a slightly different clock is not posted again.
 func TestRecoverWaitsForTheGraceAfterTheLease(t *testing.T) {
-	s, clk := newStore(t)
-	intend(t, s, clk, "k", "p")
-	abandon(t, s, clk, "k")
+	s, clk, fx := newStore(t)
+	intend(t, s, fx, "k", "p")
+	abandon(t, fx, "k")
 	noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		t.Errorf("reconcile asked about a claim within its grace")
-		return sideeffect.NotCommitted, "", nil
+		return sideeffect.NotHappened, "", nil
 	}
 	clk.Advance(time.Minute + time.Second) // past LeaseUntil, within the grace
-	if m := get(t, s, clk, "k"); m.State != sideeffect.Claimed {
+	if m := get(t, fx, "k"); m.State != sideeffect.Claimed {
 		t.Errorf("within the grace: %s, want claimed", m.State)
 	}
-	r, err := sideeffect.Recover(context.Background(), s, mustNotPost(t), noReconcile, opts(clk)...)
+	r, err := fx.Recover(context.Background(), mustNotPost(t), noReconcile)
 	if err != nil || len(r.Busy) != 1 {
 		t.Fatalf("Recover within the grace = %+v, %v; want the claim busy", r, err)
 	}
 	clk.Advance(5 * time.Second) // 6 s after LeaseUntil: expired
-	if m := get(t, s, clk, "k"); m.State != sideeffect.Unknown {
+	if m := get(t, fx, "k"); m.State != sideeffect.Unknown {
 		t.Errorf("after the grace: %s, want unknown", m.State)
 	}
 }
@@ -122,20 +123,21 @@ func TestRecoverWaitsForTheGraceAfterTheLease(t *testing.T) {
 // that transaction read: a claim live then is left alone, even if the clock
 // has passed its expiry by the time Recover looks again.
 func TestRecoverUsesTheClaimsOwnTime(t *testing.T) {
-	mem, clk := newStore(t)
-	intend(t, mem, clk, "k", "p")
-	abandon(t, mem, clk, "k")
+	mem, clk, memfx := newStore(t)
+	intend(t, mem, memfx, "k", "p")
+	abandon(t, memfx, "k")
 	// Claim at epoch, lease 1 min, grace 6 s: live until epoch+66s.
 	clk.Advance(65 * time.Second)
 	// Recover runs: index heads, index pages, markers, then the claim
 	// transaction (the 4th), after which the clock passes the expiry.
 	var flipped atomic.Bool
 	s := &hookStore{Store: mem, n: 4, after: func() { flipped.Store(true); clk.Advance(2 * time.Second) }}
+	fx := effects(s, clk, sideeffect.Options{})
 	noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		t.Errorf("reconcile asked about marker %s, seen live by the claim transaction", m.State)
-		return sideeffect.StillUnknown, "", nil
+		return sideeffect.CannotTell, "", nil
 	}
-	r, err := sideeffect.Recover(context.Background(), s, mustNotPost(t), noReconcile, opts(clk)...)
+	r, err := fx.Recover(context.Background(), mustNotPost(t), noReconcile)
 	if err != nil || len(r.Busy) != 1 {
 		t.Errorf("Recover = %+v, %v; want the claim busy", r, err)
 	}

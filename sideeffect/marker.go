@@ -32,11 +32,11 @@ const (
 	// Done: the effect happened; the marker holds its external reference.
 	Done State = "done"
 	// Unknown: a claim ended without a recorded outcome. Nothing posts it
-	// until [Recover]'s reconcile function has said what happened.
+	// until [Effects.Recover]'s reconcile function has said what happened.
 	Unknown State = "unknown"
 )
 
-// Marker is a snapshot of one marker, as [Get], [List] and a
+// Marker is a snapshot of one marker, as [Effects.Get], [Effects.List] and a
 // [ReconcileFunc] see it.
 type Marker struct {
 	// Key is the marker key given to Intend.
@@ -142,22 +142,18 @@ func newToken() string {
 
 // Get returns the marker for key. It returns an error wrapping
 // [ErrNoMarker] if there is none.
-func Get(ctx context.Context, s idem.Store, key string, opts ...Option) (Marker, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return Marker{}, err
-	}
+func (e *Effects) Get(ctx context.Context, key string) (Marker, error) {
 	k, err := markerKey(key)
 	if err != nil {
 		return Marker{}, err
 	}
 	var m Marker
-	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+	err = e.s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		d, _, err := load(ctx, tx, k)
 		if err != nil {
 			return err
 		}
-		m = d.marker(key, cfg.now(), cfg.grace())
+		m = d.marker(key, e.cfg.now(), e.cfg.grace())
 		return nil
 	})
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 type PostFunc func(ctx context.Context, key string, payload json.RawMessage) (ref string, err error)
 
 // Once makes the effect named key happen at most once and returns its
-// external reference. The marker must exist (see [Intend]); otherwise Once
+// external reference. The marker must exist (see [Effects.Intend]); otherwise Once
 // returns an error wrapping [ErrNoMarker] and posts nothing.
 //
 //   - Pending: Once claims the marker with a conditional write, calls post
@@ -37,23 +37,19 @@ type PostFunc func(ctx context.Context, key string, payload json.RawMessage) (re
 //     returned (wrapped); a later Once or Recover posts again.
 //   - Done: Once returns the stored reference without posting.
 //   - Claimed by another caller: Once does not post; it polls until the
-//     marker is done (returning its reference) for up to the [Wait] option,
+//     marker is done (returning its reference) for up to [Options].Wait,
 //     then returns an error wrapping [ErrInFlight]. If the other caller
 //     released the marker meanwhile, Once claims it and posts.
 //   - Unknown, or claimed under an expired lease: Once returns an error
-//     wrapping [ErrUnknown] and posts nothing; [Recover] settles it.
+//     wrapping [ErrUnknown] and posts nothing; [Effects.Recover] settles it.
 //
 // post runs under a context cancelled a tenth of the lease before the
-// claim's stored lease ends (see [Lease]). If the
+// claim's stored lease ends (see [Options].Lease). If the
 // claim was taken over meanwhile (its lease expired and Recover claimed the
 // marker), recording the outcome fails with an error wrapping [ErrFenced]
 // and changes nothing. A panic in post is returned as an error and leaves
 // the marker Unknown, since the effect may have happened.
-func Once(ctx context.Context, s idem.Store, key string, post PostFunc, opts ...Option) (string, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return "", err
-	}
+func (e *Effects) Once(ctx context.Context, key string, post PostFunc) (string, error) {
 	k, err := markerKey(key)
 	if err != nil {
 		return "", err
@@ -61,7 +57,7 @@ func Once(ctx context.Context, s idem.Store, key string, post PostFunc, opts ...
 	if post == nil {
 		return "", errNilPost
 	}
-	return once(ctx, s, k, post, cfg)
+	return once(ctx, e.s, k, post, e.cfg)
 }
 
 func once(ctx context.Context, s idem.Store, k idem.Key, post PostFunc, cfg config) (string, error) {
@@ -312,24 +308,20 @@ func (c *claim) fenced(ctx context.Context, what string, change func(d *doc)) er
 	})
 }
 
-// AfterCommit arranges for [Once] to run for key once the transaction ctx
+// PostAfterCommit arranges for [Effects.Once] to run for key once the transaction ctx
 // belongs to has committed (see idem.AfterCommit): after a real commit
 // only, never on rollback and never when the middleware answers a replay.
-// Call it in a tool handler right after [Intend], with the handler's ctx.
+// Call it in a tool handler right after [Effects.Intend], with the handler's ctx.
 //
-// The key, post and options are checked now, so a bad one fails the
+// The key and post are checked now, so a bad one fails the
 // handler (and rolls its transaction back) rather than the hook. then, if
 // not nil, receives Once's result; a post that fails after the commit leaves
-// its marker Pending (or Unknown) for [Recover]. The hook runs on the
+// its marker Pending (or Unknown) for [Effects.Recover]. The hook runs on the
 // committing goroutine, so the middleware sends the tool's response after
 // the post; to post in the background, call Once from a goroutine of your
-// own idem.AfterCommit hook. AfterCommit returns [ErrNoTransaction] if ctx
+// own idem.AfterCommit hook. PostAfterCommit returns [ErrNoTransaction] if ctx
 // is not inside a transaction of idem.Run or the middleware.
-func AfterCommit(ctx context.Context, s idem.Store, key string, post PostFunc, then func(ref string, err error), opts ...Option) error {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return err
-	}
+func (e *Effects) PostAfterCommit(ctx context.Context, key string, post PostFunc, then func(ref string, err error)) error {
 	k, err := markerKey(key)
 	if err != nil {
 		return err
@@ -338,7 +330,7 @@ func AfterCommit(ctx context.Context, s idem.Store, key string, post PostFunc, t
 		return errNilPost
 	}
 	if !idem.AfterCommit(ctx, func(ctx context.Context) {
-		ref, err := once(ctx, s, k, post, cfg)
+		ref, err := once(ctx, e.s, k, post, e.cfg)
 		if then != nil {
 			then(ref, err)
 		}

@@ -1,11 +1,13 @@
 package sideeffect
 
 import (
-	"errors"
+	"fmt"
 	"time"
+
+	"github.com/idemkit/sdk/idem"
 )
 
-// Default values of the options.
+// Default values of [Options].
 const (
 	// DefaultLease is how long a claim owns a marker before it counts as
 	// abandoned.
@@ -15,9 +17,45 @@ const (
 	DefaultWait = 5 * time.Second
 )
 
-// An Option changes how a call of this package behaves. Options are made
-// only by the functions of this package.
-type Option func(*config)
+// MinLease is the shortest lease accepted: a tenth of it is the margin
+// before and the grace after LeaseUntil.
+const MinLease = 10 * time.Millisecond
+
+// Options configure [New]. The zero value of each field means its default.
+// Every process that shares a store should use the same Lease and clocks
+// that agree, since a claim stored by one is judged by the others.
+type Options struct {
+	// Lease is how long a claim owns a marker (default [DefaultLease]):
+	// the claim stores LeaseUntil, the claim's time on the Clock plus the
+	// lease. The post runs under a context whose deadline is a tenth of
+	// the lease before LeaseUntil (measured from the Clock when the post
+	// starts; a claim with less time left than that is released without
+	// posting). A claim counts as abandoned only a tenth of the lease after
+	// LeaseUntil (measured with the reader's lease); then nobody posts
+	// again until [Effects.Recover] has reconciled it. So an owner's post
+	// has ended at least a fifth of the lease before anyone else may take
+	// over, which also absorbs clock skew between processes. Choose a lease
+	// longer than any post can take; one shorter than [MinLease] makes New
+	// panic.
+	Lease time.Duration
+
+	// Wait is how long Once waits, polling, for a marker claimed by
+	// another caller to be completed (default [DefaultWait]). A negative
+	// Wait means do not wait: return ErrInFlight at once.
+	Wait time.Duration
+
+	// Clock is the clock claims and leases are measured with (default
+	// time.Now).
+	Clock func() time.Time
+}
+
+// Effects makes outbound effects happen once, with markers stored in one
+// store. Make one with [New] when the server starts and share it; it is
+// safe for concurrent use.
+type Effects struct {
+	s   idem.Store
+	cfg config
+}
 
 type config struct {
 	now   func() time.Time
@@ -25,65 +63,39 @@ type config struct {
 	wait  time.Duration
 }
 
-// Clock sets the clock that claims and leases are measured with. Default
-// time.Now. Every process sharing a store should use clocks that agree.
-func Clock(now func() time.Time) Option {
-	return func(c *config) {
-		if now != nil {
-			c.now = now
-		}
+// New returns the Effects whose markers live in s, configured by opts (nil
+// for the defaults). It panics if s is nil or opts.Lease is below
+// [MinLease] (a negative one included): both are mistakes in the server's
+// code, not in a call.
+func New(s idem.Store, opts *Options) *Effects {
+	if s == nil {
+		panic("sideeffect: New with a nil store")
 	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	c := config{now: o.Clock, lease: o.Lease, wait: o.Wait}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	switch {
+	case c.lease == 0:
+		c.lease = DefaultLease
+	case c.lease < MinLease:
+		panic(fmt.Sprintf("sideeffect: Options.Lease is %v, below MinLease (%v)", c.lease, MinLease))
+	}
+	switch {
+	case c.wait == 0:
+		c.wait = DefaultWait
+	case c.wait < 0:
+		c.wait = 0
+	}
+	return &Effects{s: s, cfg: c}
 }
-
-// MinLease is the shortest lease accepted: a tenth of it is the margin
-// before and the grace after LeaseUntil.
-const MinLease = 10 * time.Millisecond
-
-// Lease sets how long a claim owns a marker (default [DefaultLease]): the
-// claim stores LeaseUntil, the claim's time on the [Clock] plus the lease.
-// The post runs under a context whose deadline is a tenth of the lease
-// before LeaseUntil (measured from the Clock when the post starts; a claim
-// with less time left than that is released without posting). A claim counts
-// as abandoned only a tenth of the lease after LeaseUntil (measured with the
-// reader's lease); then nobody posts again until [Recover] has reconciled
-// it. So an owner's post has ended at least a fifth of the lease before
-// anyone else may take over, which also absorbs clock skew between
-// processes. Choose a lease longer than any post can take. A lease shorter
-// than [MinLease] is an error.
-func Lease(d time.Duration) Option {
-	return func(c *config) { c.lease = d }
-}
-
-// Wait sets how long Once waits, polling, for a marker claimed by another
-// caller to be completed (default [DefaultWait]). Zero means do not wait:
-// return ErrInFlight at once. A negative wait is an error.
-func Wait(d time.Duration) Option {
-	return func(c *config) { c.wait = d }
-}
-
-var (
-	errLease = errors.New("sideeffect: lease must be at least 10ms")
-	errWait  = errors.New("sideeffect: wait must not be negative")
-)
 
 // margin is how long before LeaseUntil the owner's post must end.
 func (c config) margin() time.Duration { return c.lease / 10 }
 
 // grace is how long after LeaseUntil a claim still counts as live.
 func (c config) grace() time.Duration { return c.lease / 10 }
-
-func newConfig(opts []Option) (config, error) {
-	c := config{now: time.Now, lease: DefaultLease, wait: DefaultWait}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if c.lease < MinLease {
-		return c, errLease
-	}
-	if c.wait < 0 {
-		return c, errWait
-	}
-	return c, nil
-}

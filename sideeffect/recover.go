@@ -14,44 +14,45 @@ import (
 type Outcome int
 
 const (
-	// StillUnknown: external truth cannot tell yet. The marker stays
-	// Unknown, listed by List(ctx, s, Unknown), and nothing is posted. It is
+	// CannotTell: external truth cannot tell yet. The marker stays
+	// Unknown, listed by List(ctx, Unknown), and nothing is posted. It is
 	// the zero value, so a reconcile that says nothing posts nothing.
-	StillUnknown Outcome = iota
-	// Committed: the effect happened. The marker becomes Done with the
+	CannotTell Outcome = iota
+	// Happened: the effect happened. The marker becomes Done with the
 	// reference reconcile returns; nothing is posted.
-	Committed
-	// NotCommitted: the effect did not happen. The marker is claimed and
+	Happened
+	// NotHappened: the effect did not happen. The marker is claimed and
 	// posted again, once.
-	NotCommitted
+	NotHappened
 )
 
 func (o Outcome) String() string {
 	switch o {
-	case StillUnknown:
-		return "still_unknown"
-	case Committed:
-		return "committed"
-	case NotCommitted:
-		return "not_committed"
+	case CannotTell:
+		return "cannot_tell"
+	case Happened:
+		return "happened"
+	case NotHappened:
+		return "not_happened"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
 // A ReconcileFunc reads external truth (the target's own record, looked up
 // by the marker key sent as idempotency key, or by the payload) and says
-// whether the effect of m happened. For Committed it returns the effect's
+// whether the effect of m happened. For Happened it returns the effect's
 // external reference. An error leaves the marker as it was.
 type ReconcileFunc func(ctx context.Context, m Marker) (Outcome, string, error)
 
-// Report says what one [Recover] run did, by marker key, in key order.
+// Report says what one [Effects.Recover] run did, by marker key, in key order.
 type Report struct {
-	// Posted: pending or not-committed markers posted and recorded done.
+	// Posted: pending markers, and those reconcile said NotHappened,
+	// posted and recorded done.
 	Posted []string
-	// Reconciled: markers recorded done because reconcile said Committed.
+	// Reconciled: markers recorded done because reconcile said Happened.
 	Reconciled []string
-	// Unknown: markers reconcile could not settle (StillUnknown); they
-	// need a person, and are listed by List(ctx, s, Unknown).
+	// Unknown: markers reconcile could not settle (CannotTell); they
+	// need a person, and are listed by List(ctx, Unknown).
 	Unknown []string
 	// Busy: markers another caller was working on (a live claim, or one
 	// that moved while Recover looked at it); left alone.
@@ -69,25 +70,22 @@ var (
 // Recover drives every open marker towards done, one marker at a time:
 //
 //   - Pending (intended, never posted, or released after a failed post):
-//     claimed and posted with post, as [Once] would.
+//     claimed and posted with post, as [Effects.Once] would.
 //   - Claimed under a live lease: left to its owner.
 //   - Unknown, or claimed under an expired lease (a tenth of the lease
-//     past LeaseUntil, see [Lease]): recorded Unknown, then
-//     reconcile is asked. Committed records done(ref) without posting;
-//     NotCommitted claims the marker (fencing out the old owner) and posts
-//     once; StillUnknown leaves it Unknown, to be asked again next run.
+//     past LeaseUntil, see [Options].Lease): recorded Unknown, then
+//     reconcile is asked. Happened records done(ref) without posting;
+//     NotHappened claims the marker (fencing out the old owner) and posts
+//     once; CannotTell leaves it Unknown, to be asked again next run.
 //
 // Run it at start-up and then periodically (every lease or so). Concurrent
 // Recover runs are safe: each transition is conditional, so no marker is
 // posted twice by them. Per-marker failures are in the report and joined in
 // the returned error; the other markers are still processed. Recover holds
 // no store transaction open while it posts.
-func Recover(ctx context.Context, s idem.Store, post PostFunc, reconcile ReconcileFunc, opts ...Option) (Report, error) {
+func (e *Effects) Recover(ctx context.Context, post PostFunc, reconcile ReconcileFunc) (Report, error) {
 	var r Report
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return r, err
-	}
+	s, cfg := e.s, e.cfg
 	if post == nil {
 		return r, errNilPost
 	}
@@ -169,9 +167,9 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 		return listFailed, fmt.Errorf("sideeffect: reconcile: %w", err)
 	}
 	switch outcome {
-	case StillUnknown:
+	case CannotTell:
 		return listUnknown, nil
-	case Committed:
+	case Happened:
 		err := stale.complete(context.WithoutCancel(ctx), ref)
 		if errors.Is(err, ErrFenced) {
 			return listBusy, nil
@@ -180,7 +178,7 @@ func recoverOne(ctx context.Context, s idem.Store, key string, post PostFunc, re
 			return listFailed, err
 		}
 		return listReconciled, nil
-	case NotCommitted:
+	case NotHappened:
 		c, _, _, err := takeClaim(ctx, s, k, cfg, false, func(d *doc, now time.Time, grace time.Duration) bool {
 			return d.Token == seen.Token && d.effective(now, grace) == Unknown
 		})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/sideeffect"
-	"github.com/idemkit/sdk/store/storetest"
 )
 
 type publishIn struct {
@@ -54,9 +53,9 @@ func (ss *storyServer) count() int {
 	return len(ss.posts)
 }
 
-func connect(t *testing.T) (*mcp.ClientSession, *storyServer, idem.Store, *storetest.Clock) {
+func connect(t *testing.T) (*mcp.ClientSession, *storyServer, *sideeffect.Effects) {
 	t.Helper()
-	s, clk := newStore(t)
+	s, clk, fx := newStore(t)
 	ss := &storyServer{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "stories", Version: "test"}, nil)
 
@@ -66,10 +65,10 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, idem.Store, *store
 				return nil, publishOut{}, err
 			}
 			key := "story-post." + in.Slug
-			if err := sideeffect.Intend(ctx, tx, key, in, opts(clk)...); err != nil {
+			if err := fx.Intend(ctx, tx, key, in); err != nil {
 				return nil, publishOut{}, err
 			}
-			if err := sideeffect.AfterCommit(ctx, s, key, ss.post, nil, opts(clk)...); err != nil {
+			if err := fx.PostAfterCommit(ctx, key, ss.post, nil); err != nil {
 				return nil, publishOut{}, err
 			}
 			if in.Title == "" { // refused after intending: the marker must roll back
@@ -95,10 +94,10 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, idem.Store, *store
 				return nil, reportOut{}, err
 			}
 			key := "report-notify." + in.Story + "." + strconv.Itoa(n)
-			if err := sideeffect.Intend(ctx, tx, key, n, opts(clk)...); err != nil {
+			if err := fx.Intend(ctx, tx, key, n); err != nil {
 				return nil, reportOut{}, err
 			}
-			return nil, reportOut{Report: n}, sideeffect.AfterCommit(ctx, s, key, ss.post, nil, opts(clk)...)
+			return nil, reportOut{Report: n}, fx.PostAfterCommit(ctx, key, ss.post, nil)
 		}, idem.OpID(), idem.Clock(clk.Now))
 
 	ct, st := mcp.NewInMemoryTransports()
@@ -114,7 +113,7 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, idem.Store, *store
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return cs, ss, s, clk
+	return cs, ss, fx
 }
 
 func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
@@ -132,7 +131,7 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any)
 // does not post). A refused call leaves no marker and posts nothing.
 func TestRepeatedToolCallPostsOnce(t *testing.T) {
 	t.Run("same op id", func(t *testing.T) {
-		cs, ss, _, _ := connect(t)
+		cs, ss, _ := connect(t)
 		args := map[string]any{"story": "s1", "op_id": "op-1"}
 		first := call(t, cs, "report", args)
 		second := call(t, cs, "report", args)
@@ -153,7 +152,7 @@ func TestRepeatedToolCallPostsOnce(t *testing.T) {
 	})
 
 	t.Run("same record key", func(t *testing.T) {
-		cs, ss, s, clk := connect(t)
+		cs, ss, fx := connect(t)
 		args := map[string]any{"slug": "my-story", "title": "Hello"}
 		for range 3 {
 			if res := call(t, cs, "publish", args); res.IsError {
@@ -163,21 +162,21 @@ func TestRepeatedToolCallPostsOnce(t *testing.T) {
 		if got := ss.count(); got != 1 {
 			t.Errorf("three publish calls with one slug posted %d times, want 1", got)
 		}
-		m := get(t, s, clk, "story-post.my-story")
+		m := get(t, fx, "story-post.my-story")
 		if m.State != sideeffect.Done || m.Ref != "https://example.net/p/story-post.my-story" || m.Attempts != 1 {
 			t.Errorf("marker %+v, want done with the post's ref after one attempt", m)
 		}
 	})
 
 	t.Run("refused call", func(t *testing.T) {
-		cs, ss, s, clk := connect(t)
+		cs, ss, fx := connect(t)
 		if res := call(t, cs, "publish", map[string]any{"slug": "untitled", "title": ""}); !res.IsError {
 			t.Fatalf("publish without a title succeeded: %+v", res)
 		}
 		if got := ss.count(); got != 0 {
 			t.Errorf("a refused call posted %d times", got)
 		}
-		if _, err := sideeffect.Get(context.Background(), s, "story-post.untitled", opts(clk)...); !errors.Is(err, sideeffect.ErrNoMarker) {
+		if _, err := fx.Get(context.Background(), "story-post.untitled"); !errors.Is(err, sideeffect.ErrNoMarker) {
 			t.Errorf("marker after a refused call: err %v, want ErrNoMarker", err)
 		}
 	})

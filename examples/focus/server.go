@@ -503,7 +503,7 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	// same stop, and the device's earliest stop stands (stopRule).
 	stopKey := "device:" + in.Device
 	incoming := stopRequest(s, stopKey, Stop{At: end, Outcome: in.Outcome, Summary: in.Summary, Device: in.Device})
-	ch, err := merge.Apply(ctx, tx, k, incoming, stopRule)
+	ch, err := merge.Apply(ctx, tx, k, incoming, stopRule, nil)
 	if err != nil {
 		return nil, Ended{}, err
 	}

@@ -43,7 +43,6 @@ import (
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/internal/storeurl"
-	"github.com/idemkit/sdk/sideeffect"
 )
 
 func main() {
@@ -115,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// Posts a crash or a failed post left pending go out now; a claim
 	// whose outcome is unknown is settled by asking the social service.
-	if rep, err := sideeffect.Recover(ctx, store, a.social.post, a.social.reconcile); err != nil {
+	if rep, err := a.effects.Recover(ctx, a.social.post, a.social.reconcile); err != nil {
 		log.Warn("posting what earlier runs left pending", "error", err.Error())
 	} else if len(rep.Posted)+len(rep.Unknown)+len(rep.Failed) > 0 {
 		log.Info("posts left by earlier runs", "posted", len(rep.Posted), "unknown", len(rep.Unknown), "failed", len(rep.Failed))

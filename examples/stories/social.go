@@ -215,25 +215,25 @@ func (p *poster) post(ctx context.Context, key string, payload json.RawMessage) 
 
 // reconcile is the sideeffect.ReconcileFunc: it asks the social service
 // which of a notice's posts it recorded, by their idempotency keys. All of
-// them: committed. Otherwise not committed: the notice is sent again, and
+// them: happened. Otherwise not happened: the notice is sent again, and
 // the keys make the posts that did land land once.
 func (p *poster) reconcile(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 	var n notice
 	if err := json.Unmarshal(m.Payload, &n); err != nil {
-		return sideeffect.StillUnknown, "", fmt.Errorf("social: bad notice: %w", err)
+		return sideeffect.CannotTell, "", fmt.Errorf("social: bad notice: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/posts", nil)
 	if err != nil {
-		return sideeffect.StillUnknown, "", err
+		return sideeffect.CannotTell, "", err
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
-		return sideeffect.StillUnknown, "", err
+		return sideeffect.CannotTell, "", err
 	}
 	defer resp.Body.Close()
 	var st SocialStats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
-		return sideeffect.StillUnknown, "", fmt.Errorf("social: listing posts: status %d", resp.StatusCode)
+		return sideeffect.CannotTell, "", fmt.Errorf("social: listing posts: status %d", resp.StatusCode)
 	}
 	uri := map[string]string{}
 	for _, post := range st.Posts {
@@ -243,9 +243,9 @@ func (p *poster) reconcile(ctx context.Context, m sideeffect.Marker) (sideeffect
 	for _, to := range n.To {
 		r, ok := uri[m.Key+"."+to]
 		if !ok {
-			return sideeffect.NotCommitted, "", nil
+			return sideeffect.NotHappened, "", nil
 		}
 		refs = append(refs, r)
 	}
-	return sideeffect.Committed, strings.Join(refs, " "), nil
+	return sideeffect.Happened, strings.Join(refs, " "), nil
 }

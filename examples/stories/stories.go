@@ -171,14 +171,15 @@ type PostState struct {
 // app is the server: its store, where it posts, and how often each
 // handler ran (the demo prints it).
 type app struct {
-	store  idem.Store
-	social *poster
-	log    *slog.Logger
-	runs   map[string]*atomic.Int64
+	store   idem.Store
+	effects *sideeffect.Effects // the post markers, in store
+	social  *poster
+	log     *slog.Logger
+	runs    map[string]*atomic.Int64
 }
 
 func newApp(s idem.Store, social *poster, log *slog.Logger) *app {
-	a := &app{store: s, social: social, log: log, runs: map[string]*atomic.Int64{}}
+	a := &app{store: s, effects: sideeffect.New(s, nil), social: social, log: log, runs: map[string]*atomic.Int64{}}
 	for _, t := range []string{"publish_story", "report_reproduction", "edit_story", "report_check", "get_story"} {
 		a.runs[t] = new(atomic.Int64)
 	}
@@ -249,7 +250,7 @@ func markerKey(kind, user, slug, rest string) string {
 // repeat finds it done and posts nothing, and one left pending by a failed
 // post is posted now.
 func (a *app) afterCommit(ctx context.Context, key, kind string) error {
-	return sideeffect.AfterCommit(ctx, a.store, key, a.social.post, func(_ string, err error) {
+	return a.effects.PostAfterCommit(ctx, key, a.social.post, func(_ string, err error) {
 		if err != nil {
 			a.log.Warn("a post did not go out; its marker stays open for the next call or start-up", "kind", kind, "error", err.Error())
 		}
@@ -308,7 +309,7 @@ func (a *app) publish(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest,
 			return nil, Published{}, err
 		}
 		ann := notice{Kind: "announcement", Story: in.Slug, To: []string{"public"}, Text: "New story: " + in.Title}
-		if err := sideeffect.Intend(ctx, tx, post, ann); err != nil {
+		if err := a.effects.Intend(ctx, tx, post, ann); err != nil {
 			return nil, Published{}, err
 		}
 	case st.Title != in.Title || st.Body != in.Body:
@@ -354,7 +355,7 @@ func (a *app) reportReproduction(ctx context.Context, tx idem.Tx, req *mcp.CallT
 			return nil, Reproduced{}, err
 		}
 		n := notice{Kind: "reproduction", Story: in.Slug, To: []string{"author"}, Text: in.Handle + " reproduced your story"}
-		if err := sideeffect.Intend(ctx, tx, notify, n); err != nil {
+		if err := a.effects.Intend(ctx, tx, notify, n); err != nil {
 			return nil, Reproduced{}, err
 		}
 	}
@@ -409,7 +410,7 @@ func (a *app) edit(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in
 		// under its own idempotency key.
 		key := markerKey("revision", user, in.Slug, strconv.Itoa(rev.N))
 		n := notice{Kind: "revision", Story: in.Slug, To: to, Text: fmt.Sprintf("A story you reproduced changed (revision %d)", rev.N)}
-		if err := sideeffect.Intend(ctx, tx, key, n); err != nil {
+		if err := a.effects.Intend(ctx, tx, key, n); err != nil {
 			return nil, Edited{}, err
 		}
 		if err := a.afterCommit(ctx, key, "revision"); err != nil {
@@ -528,7 +529,7 @@ func (a *app) posts(ctx context.Context, user string, v StoryView) ([]PostState,
 	}
 	out := []PostState{}
 	for _, w := range wants {
-		m, err := sideeffect.Get(ctx, a.store, w.key)
+		m, err := a.effects.Get(ctx, w.key)
 		if errors.Is(err, sideeffect.ErrNoMarker) {
 			continue // intended by a call that has not committed yet
 		}

@@ -84,7 +84,7 @@ func Check[T any](t testing.TB, rule merge.Rule[T], gen *rapid.Generator[T]) {
 // Equality is byte equality of encoding/json encodings: what a store keeps.
 // Fields that JSON does not encode (json:"-", unexported) are not compared,
 // so a rule may let them depend on arrival order; keep such fields out of
-// merged records, or out of what [merge.Describe] reports. gen should draw the
+// merged records, or out of what [merge.Options].Describe reports. gen should draw the
 // values the rule will meet: records the rule could have produced, with
 // collisions (equal times, equal ids) likely, since ties are where rules
 // break. Counter-examples are shrunk by rapid. A nil rule or gen is an

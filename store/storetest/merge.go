@@ -137,7 +137,7 @@ func (m *mergeStore) apply(in mergeSession) (merge.Change[mergeSession], error) 
 	var ch merge.Change[mergeSession]
 	err := m.s.Run(m.t.Context(), func(ctx context.Context, tx idem.Tx) error {
 		var err error
-		ch, err = merge.Apply(ctx, tx, mergeKey, in, mergeStopRule, merge.Describe(mergeDescribe))
+		ch, err = merge.Apply(ctx, tx, mergeKey, in, mergeStopRule, &merge.Options[mergeSession]{Describe: mergeDescribe})
 		return err
 	})
 	return ch, err
@@ -329,7 +329,7 @@ func testMergeConcurrent(t *testing.T, h Harness, writeChecks bool) {
 					}
 				}}
 			}
-			_, err := merge.Apply(ctx, tx, mergeKey, in, mergeStopRule, merge.Describe(mergeDescribe))
+			_, err := merge.Apply(ctx, tx, mergeKey, in, mergeStopRule, &merge.Options[mergeSession]{Describe: mergeDescribe})
 			return err
 		})
 	})

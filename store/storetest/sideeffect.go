@@ -74,38 +74,43 @@ func seNoPost(t *testing.T) sideeffect.PostFunc {
 	}
 }
 
-func seOpts(clk *Clock, extra ...sideeffect.Option) []sideeffect.Option {
-	return append([]sideeffect.Option{sideeffect.Clock(clk.Now), sideeffect.Lease(seLease)}, extra...)
-}
-
-func seNew(t *testing.T, h Harness) (idem.Store, *Clock) {
+// seNew makes the store for one side-effect test, on a clock at seEpoch, and
+// the Effects over it that the test's calls share (see seEffects).
+func seNew(t *testing.T, h Harness) (idem.Store, *Clock, *sideeffect.Effects) {
 	clk := NewClock(seEpoch)
-	return h.New(t, clk.Now), clk
+	s := h.New(t, clk.Now)
+	return s, clk, seEffects(s, clk, 0)
 }
 
-// seIntend commits a marker for key in a transaction of its own.
-func seIntend(t *testing.T, s idem.Store, clk *Clock, key string, payload any) {
+// seEffects returns Effects over s on clk with the suite's lease and the
+// given wait (0 for the default, negative for none).
+func seEffects(s idem.Store, clk *Clock, wait time.Duration) *sideeffect.Effects {
+	return sideeffect.New(s, &sideeffect.Options{Clock: clk.Now, Lease: seLease, Wait: wait})
+}
+
+// seIntend commits a marker for key in a transaction of its own on s.
+func seIntend(t *testing.T, s idem.Store, fx *sideeffect.Effects, key string, payload any) {
 	t.Helper()
 	err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
-		return sideeffect.Intend(ctx, tx, key, payload, seOpts(clk)...)
+		return fx.Intend(ctx, tx, key, payload)
 	})
 	if err != nil {
 		t.Fatalf("Intend: %v", err)
 	}
 }
 
-func seGet(t *testing.T, s idem.Store, clk *Clock, key string) sideeffect.Marker {
+func seGet(t *testing.T, fx *sideeffect.Effects, key string) sideeffect.Marker {
 	t.Helper()
-	m, err := sideeffect.Get(context.Background(), s, key, seOpts(clk)...)
+	m, err := fx.Get(context.Background(), key)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 	return m
 }
 
-func seListKeys(t *testing.T, s idem.Store, clk *Clock, state sideeffect.State) []string {
+func seListKeys(t *testing.T, fx *sideeffect.Effects, state sideeffect.State) []string {
 	t.Helper()
-	ms, err := sideeffect.List(context.Background(), s, state, seOpts(clk)...)
+	ms, err := fx.List(context.Background(), state)
 	if err != nil {
 		t.Fatalf("List(%s): %v", state, err)
 	}
@@ -121,19 +126,19 @@ func seListKeys(t *testing.T, s idem.Store, clk *Clock, state sideeffect.State) 
 
 // seAbandon claims key with Once and lets the claiming goroutine die inside
 // the post (runtime.Goexit), so the claim is never completed or released.
-func seAbandon(t *testing.T, s idem.Store, clk *Clock, key string) {
+func seAbandon(t *testing.T, fx *sideeffect.Effects, key string) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sideeffect.Once(context.Background(), s, key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+		fx.Once(context.Background(), key, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 			runtime.Goexit()
 			return "", nil
-		}, seOpts(clk)...)
+		})
 		t.Error("Once returned after its post died")
 	}()
 	<-done
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Claimed || m.Attempts != 1 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Claimed || m.Attempts != 1 {
 		t.Fatalf("after the owner died: state %s attempts %d, want claimed 1", m.State, m.Attempts)
 	}
 }
@@ -141,11 +146,12 @@ func seAbandon(t *testing.T, s idem.Store, clk *Clock, key string) {
 // Must-show 1: 32 concurrent Once on one key post once, and every caller
 // learns the same ref.
 func seConcurrentOnce(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "concurrent"
 	n := h.goroutines(32)
-	seIntend(t, s, clk, key, map[string]string{"text": "hello"})
+	seIntend(t, s, fx, key, map[string]string{"text": "hello"})
 
+	waiting := seEffects(s, clk, 30*time.Second)
 	var p sePoster
 	slow := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		time.Sleep(20 * time.Millisecond) // let the others find the claim
@@ -158,7 +164,7 @@ func seConcurrentOnce(t *testing.T, h Harness) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			refs[i], errs[i] = sideeffect.Once(context.Background(), s, key, slow, seOpts(clk, sideeffect.Wait(30*time.Second))...)
+			refs[i], errs[i] = waiting.Once(context.Background(), key, slow)
 		})
 	}
 	close(start)
@@ -176,11 +182,11 @@ func seConcurrentOnce(t *testing.T, h Harness) {
 	if p.keys[0] != key {
 		t.Errorf("post got key %q, want the marker key %q", p.keys[0], key)
 	}
-	m := seGet(t, s, clk, key)
+	m := seGet(t, fx, key)
 	if m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
 		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
 	}
-	if keys := seListKeys(t, s, clk, sideeffect.Pending); len(keys) != 0 {
+	if keys := seListKeys(t, fx, sideeffect.Pending); len(keys) != 0 {
 		t.Errorf("pending markers after done: %v", keys)
 	}
 }
@@ -189,9 +195,9 @@ func seConcurrentOnce(t *testing.T, h Harness) {
 // two callers that both read the marker pending, on a store that checks
 // only its writes' own conditions (writeChecksOnly), still post once.
 func seClaimConditional(t *testing.T, h Harness) {
-	inner, clk := seNew(t, h)
+	inner, clk, fx := seNew(t, h)
 	const key = "claim-conditional"
-	seIntend(t, inner, clk, key, "payload")
+	seIntend(t, inner, fx, key, "payload")
 	var reads atomic.Int64
 	bothRead := make(chan struct{})
 	s := &writeChecksOnly{Store: inner, afterRead: func(k idem.Key) {
@@ -209,12 +215,13 @@ func seClaimConditional(t *testing.T, h Harness) {
 			close(bothRead)
 		}
 	}}
+	waiting := seEffects(s, clk, 10*time.Second)
 	var p sePoster
 	refs, errs := make([]string, 2), make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Go(func() {
-			refs[i], errs[i] = sideeffect.Once(context.Background(), s, key, p.post, seOpts(clk, sideeffect.Wait(10*time.Second))...)
+			refs[i], errs[i] = waiting.Once(context.Background(), key, p.post)
 		})
 	}
 	wg.Wait()
@@ -226,7 +233,7 @@ func seClaimConditional(t *testing.T, h Harness) {
 			t.Errorf("caller %d = %q, %v; want ref-1", i, refs[i], errs[i])
 		}
 	}
-	if m := seGet(t, inner, clk, key); m.State != sideeffect.Done || m.Attempts != 1 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Attempts != 1 {
 		t.Errorf("marker: state %s attempts %d, want done 1", m.State, m.Attempts)
 	}
 }
@@ -239,15 +246,15 @@ const seMarkerCollection = "idem_markers"
 // complete that read the marker still claimed by A, before B took it over
 // and completed, is fenced and leaves B's outcome.
 func seFencedConditional(t *testing.T, h Harness) {
-	inner, clk := seNew(t, h)
+	inner, clk, fx := seNew(t, h)
 	const key = "fenced-conditional"
-	seIntend(t, inner, clk, key, "payload")
+	seIntend(t, inner, fx, key, "payload")
 	var takeover atomic.Bool // armed: the next marker read is A's complete's
 	var p sePoster
 	var b sideeffect.Report
 	var bErr error
-	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-		return sideeffect.NotCommitted, "", nil
+	notHappened := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotHappened, "", nil
 	}
 	s := &writeChecksOnly{Store: inner, afterRead: func(k idem.Key) {
 		if k.Collection != seMarkerCollection || !takeover.CompareAndSwap(true, false) {
@@ -256,20 +263,20 @@ func seFencedConditional(t *testing.T, h Harness) {
 		// Between A's read and A's write, A's lease runs out and B takes
 		// the marker over and posts.
 		clk.Advance(sePastLease)
-		b, bErr = sideeffect.Recover(context.Background(), inner, p.post, notCommitted, seOpts(clk)...)
+		b, bErr = fx.Recover(context.Background(), p.post, notHappened)
 	}}
 	postA := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		takeover.Store(true)
 		return "ref-A", nil
 	}
-	ref, err := sideeffect.Once(context.Background(), s, key, postA, seOpts(clk)...)
+	ref, err := seEffects(s, clk, 0).Once(context.Background(), key, postA)
 	if bErr != nil || !slices.Equal(b.Posted, []string{key}) {
 		t.Fatalf("B's Recover = %+v, %v; want the key posted", b, bErr)
 	}
 	if !errors.Is(err, sideeffect.ErrFenced) || ref != "" {
 		t.Errorf("A's late complete: ref %q err %v, want ErrFenced", ref, err)
 	}
-	if m := seGet(t, inner, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 2 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 2 {
 		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 2 (B's)", m.State, m.Ref, m.Attempts)
 	}
 }
@@ -277,17 +284,17 @@ func seFencedConditional(t *testing.T, h Harness) {
 // A caller that finds the marker claimed does not post: it waits, or with no
 // wait gets ErrInFlight.
 func seSecondCaller(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "second"
-	seIntend(t, s, clk, key, "payload")
+	seIntend(t, s, fx, key, "payload")
 	var p sePoster
 	var innerErr error
 	outer := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		// While this claim is held, another caller tries.
-		_, innerErr = sideeffect.Once(ctx, s, key, p.post, seOpts(clk, sideeffect.Wait(0))...)
+		_, innerErr = seEffects(s, clk, -1).Once(ctx, key, p.post)
 		return "outer-ref", nil
 	}
-	ref, err := sideeffect.Once(context.Background(), s, key, outer, seOpts(clk)...)
+	ref, err := fx.Once(context.Background(), key, outer)
 	if err != nil || ref != "outer-ref" {
 		t.Fatalf("Once = %q, %v; want outer-ref", ref, err)
 	}
@@ -297,7 +304,7 @@ func seSecondCaller(t *testing.T, h Harness) {
 	if got := p.calls.Load(); got != 0 {
 		t.Errorf("second caller posted %d times while the marker was claimed", got)
 	}
-	ref, err = sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...)
+	ref, err = fx.Once(context.Background(), key, seNoPost(t))
 	if err != nil || ref != "outer-ref" {
 		t.Errorf("Once on a done marker = %q, %v; want outer-ref", ref, err)
 	}
@@ -305,38 +312,38 @@ func seSecondCaller(t *testing.T, h Harness) {
 
 // Must-show 2: a failed post releases the marker; the next call posts once.
 func seFailedPost(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, _, fx := seNew(t, h)
 	const key = "fails-once"
-	seIntend(t, s, clk, key, "payload")
+	seIntend(t, s, fx, key, "payload")
 	errDown := errors.New("target is down")
 	var failed atomic.Int64
 	fail := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		failed.Add(1)
 		return "", errDown
 	}
-	if _, err := sideeffect.Once(context.Background(), s, key, fail, seOpts(clk)...); !errors.Is(err, errDown) {
+	if _, err := fx.Once(context.Background(), key, fail); !errors.Is(err, errDown) {
 		t.Fatalf("Once with a failing post: err %v, want the post's error", err)
 	}
-	m := seGet(t, s, clk, key)
+	m := seGet(t, fx, key)
 	if m.State != sideeffect.Pending || m.Attempts != 1 || m.Failures != 1 {
 		t.Fatalf("after a failed post: state %s attempts %d failures %d, want pending 1 1", m.State, m.Attempts, m.Failures)
 	}
-	if keys := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(keys, []string{key}) {
+	if keys := seListKeys(t, fx, sideeffect.Pending); !slices.Equal(keys, []string{key}) {
 		t.Errorf("List(pending) = %v, want [%s]", keys, key)
 	}
 	var p sePoster
-	ref, err := sideeffect.Once(context.Background(), s, key, p.post, seOpts(clk)...)
+	ref, err := fx.Once(context.Background(), key, p.post)
 	if err != nil || ref != "ref-1" {
 		t.Fatalf("next Once = %q, %v; want ref-1", ref, err)
 	}
-	ref, err = sideeffect.Once(context.Background(), s, key, p.post, seOpts(clk)...)
+	ref, err = fx.Once(context.Background(), key, p.post)
 	if err != nil || ref != "ref-1" {
 		t.Fatalf("Once after done = %q, %v; want ref-1", ref, err)
 	}
 	if failed.Load() != 1 || p.calls.Load() != 1 {
 		t.Errorf("posts: %d failed, %d succeeded; want 1 and 1", failed.Load(), p.calls.Load())
 	}
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Attempts != 2 || m.Failures != 1 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Attempts != 2 || m.Failures != 1 {
 		t.Errorf("marker: state %s attempts %d failures %d, want done 2 1", m.State, m.Attempts, m.Failures)
 	}
 }
@@ -346,29 +353,29 @@ func seFailedPost(t *testing.T, h Harness) {
 func seRecoverAbandoned(t *testing.T, h Harness) {
 	const key = "abandoned"
 	payload := map[string]string{"text": "hello"}
-	setup := func(t *testing.T) (idem.Store, *Clock) {
-		s, clk := seNew(t, h)
-		seIntend(t, s, clk, key, payload)
-		seAbandon(t, s, clk, key)
+	setup := func(t *testing.T) *sideeffect.Effects {
+		s, clk, fx := seNew(t, h)
+		seIntend(t, s, fx, key, payload)
+		seAbandon(t, fx, key)
 
 		// Within the lease the claim is its owner's: Recover leaves it.
 		noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 			t.Errorf("reconcile asked about a claim under a live lease")
-			return sideeffect.StillUnknown, "", nil
+			return sideeffect.CannotTell, "", nil
 		}
-		r, err := sideeffect.Recover(context.Background(), s, seNoPost(t), noReconcile, seOpts(clk)...)
+		r, err := fx.Recover(context.Background(), seNoPost(t), noReconcile)
 		if err != nil || !slices.Equal(r.Busy, []string{key}) {
 			t.Fatalf("Recover within the lease = %+v, %v; want the key busy", r, err)
 		}
 
 		clk.Advance(sePastLease)
-		if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrUnknown) {
+		if _, err := fx.Once(context.Background(), key, seNoPost(t)); !errors.Is(err, sideeffect.ErrUnknown) {
 			t.Fatalf("Once on an expired claim: err %v, want ErrUnknown", err)
 		}
-		if keys := seListKeys(t, s, clk, sideeffect.Unknown); !slices.Equal(keys, []string{key}) {
+		if keys := seListKeys(t, fx, sideeffect.Unknown); !slices.Equal(keys, []string{key}) {
 			t.Fatalf("List(unknown) = %v, want [%s]", keys, key)
 		}
-		return s, clk
+		return fx
 	}
 	reconcileTo := func(t *testing.T, o sideeffect.Outcome, ref string, asked *int) sideeffect.ReconcileFunc {
 		return func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
@@ -381,59 +388,59 @@ func seRecoverAbandoned(t *testing.T, h Harness) {
 		}
 	}
 
-	t.Run("Committed", func(t *testing.T) {
-		s, clk := setup(t)
+	t.Run("Happened", func(t *testing.T) {
+		fx := setup(t)
 		asked := 0
-		r, err := sideeffect.Recover(context.Background(), s, seNoPost(t), reconcileTo(t, sideeffect.Committed, "found-ref", &asked), seOpts(clk)...)
+		r, err := fx.Recover(context.Background(), seNoPost(t), reconcileTo(t, sideeffect.Happened, "found-ref", &asked))
 		if err != nil || !slices.Equal(r.Reconciled, []string{key}) || asked != 1 {
 			t.Fatalf("Recover = %+v, %v (asked %d); want the key reconciled", r, err, asked)
 		}
-		if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "found-ref" {
+		if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Ref != "found-ref" {
 			t.Errorf("marker: state %s ref %q, want done found-ref", m.State, m.Ref)
 		}
-		ref, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...)
+		ref, err := fx.Once(context.Background(), key, seNoPost(t))
 		if err != nil || ref != "found-ref" {
 			t.Errorf("Once after reconcile = %q, %v; want found-ref", ref, err)
 		}
-		if keys := seListKeys(t, s, clk, sideeffect.Unknown); len(keys) != 0 {
+		if keys := seListKeys(t, fx, sideeffect.Unknown); len(keys) != 0 {
 			t.Errorf("List(unknown) after reconcile = %v, want none", keys)
 		}
 	})
 
-	t.Run("NotCommitted", func(t *testing.T) {
-		s, clk := setup(t)
+	t.Run("NotHappened", func(t *testing.T) {
+		fx := setup(t)
 		var p sePoster
 		asked := 0
-		r, err := sideeffect.Recover(context.Background(), s, p.post, reconcileTo(t, sideeffect.NotCommitted, "", &asked), seOpts(clk)...)
+		r, err := fx.Recover(context.Background(), p.post, reconcileTo(t, sideeffect.NotHappened, "", &asked))
 		if err != nil || !slices.Equal(r.Posted, []string{key}) {
 			t.Fatalf("Recover = %+v, %v; want the key posted", r, err)
 		}
 		if got := p.calls.Load(); got != 1 {
 			t.Fatalf("Recover posted %d times, want 1", got)
 		}
-		m := seGet(t, s, clk, key)
+		m := seGet(t, fx, key)
 		if m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 2 {
 			t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 2", m.State, m.Ref, m.Attempts)
 		}
-		r, err = sideeffect.Recover(context.Background(), s, p.post, reconcileTo(t, sideeffect.NotCommitted, "", &asked), seOpts(clk)...)
+		r, err = fx.Recover(context.Background(), p.post, reconcileTo(t, sideeffect.NotHappened, "", &asked))
 		if err != nil || p.calls.Load() != 1 || asked != 1 || len(r.Posted) != 0 {
 			t.Errorf("second Recover = %+v, %v: posted %d times in all, asked %d; want 1 and 1", r, err, p.calls.Load(), asked)
 		}
 	})
 
-	t.Run("StillUnknown", func(t *testing.T) {
-		s, clk := setup(t)
+	t.Run("CannotTell", func(t *testing.T) {
+		fx := setup(t)
 		asked := 0
 		for run := 1; run <= 2; run++ {
-			r, err := sideeffect.Recover(context.Background(), s, seNoPost(t), reconcileTo(t, sideeffect.StillUnknown, "", &asked), seOpts(clk)...)
+			r, err := fx.Recover(context.Background(), seNoPost(t), reconcileTo(t, sideeffect.CannotTell, "", &asked))
 			if err != nil || !slices.Equal(r.Unknown, []string{key}) || asked != run {
 				t.Fatalf("Recover run %d = %+v, %v (asked %d); want the key unknown", run, r, err, asked)
 			}
 		}
-		if keys := seListKeys(t, s, clk, sideeffect.Unknown); !slices.Equal(keys, []string{key}) {
+		if keys := seListKeys(t, fx, sideeffect.Unknown); !slices.Equal(keys, []string{key}) {
 			t.Errorf("List(unknown) = %v, want [%s]", keys, key)
 		}
-		if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrUnknown) {
+		if _, err := fx.Once(context.Background(), key, seNoPost(t)); !errors.Is(err, sideeffect.ErrUnknown) {
 			t.Errorf("Once on an unknown marker: err %v, want ErrUnknown", err)
 		}
 	})
@@ -442,25 +449,25 @@ func seRecoverAbandoned(t *testing.T, h Harness) {
 // Two Recover runs that both reconcile an abandoned claim as not committed
 // post it once: the take-over claim is conditional on the stale token.
 func seRecoverTakeover(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "takeover"
-	seIntend(t, s, clk, key, "payload")
-	seAbandon(t, s, clk, key)
+	seIntend(t, s, fx, key, "payload")
+	seAbandon(t, fx, key)
 	clk.Advance(sePastLease)
 
 	var p sePoster
 	var inner sideeffect.Report
 	var innerErr error
-	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-		return sideeffect.NotCommitted, "", nil
+	notHappened := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotHappened, "", nil
 	}
 	outer := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		// Between this run's reconcile and its take-over, another run
 		// reconciles and posts.
-		inner, innerErr = sideeffect.Recover(ctx, s, p.post, notCommitted, seOpts(clk)...)
-		return sideeffect.NotCommitted, "", nil
+		inner, innerErr = fx.Recover(ctx, p.post, notHappened)
+		return sideeffect.NotHappened, "", nil
 	}
-	r, err := sideeffect.Recover(context.Background(), s, p.post, outer, seOpts(clk)...)
+	r, err := fx.Recover(context.Background(), p.post, outer)
 	if innerErr != nil || !slices.Equal(inner.Posted, []string{key}) {
 		t.Fatalf("inner Recover = %+v, %v; want the key posted", inner, innerErr)
 	}
@@ -470,46 +477,46 @@ func seRecoverTakeover(t *testing.T, h Harness) {
 	if got := p.calls.Load(); got != 1 {
 		t.Errorf("two Recover runs posted %d times, want 1", got)
 	}
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Ref != "ref-1" {
 		t.Errorf("marker: state %s ref %q, want done ref-1", m.State, m.Ref)
 	}
 }
 
 // A verdict about one claim does not apply to a later one: if, while
 // reconcile was asked about claim 1, another run took the marker over and
-// that claim 2 was abandoned too, the first run's NotCommitted posts nothing.
+// that claim 2 was abandoned too, the first run's NotHappened posts nothing.
 func seRecoverStaleVerdict(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "stale-verdict"
-	seIntend(t, s, clk, key, "payload")
-	seAbandon(t, s, clk, key)
+	seIntend(t, s, fx, key, "payload")
+	seAbandon(t, fx, key)
 	clk.Advance(sePastLease)
 
-	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-		return sideeffect.NotCommitted, "", nil
+	notHappened := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotHappened, "", nil
 	}
 	outer := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		done := make(chan struct{})
 		go func() { // another run takes over and dies in its post
 			defer close(done)
-			sideeffect.Recover(ctx, s, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
+			fx.Recover(ctx, func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 				runtime.Goexit()
 				return "", nil
-			}, notCommitted, seOpts(clk)...)
+			}, notHappened)
 		}()
 		<-done
 		clk.Advance(sePastLease)
-		return sideeffect.NotCommitted, "", nil
+		return sideeffect.NotHappened, "", nil
 	}
 	var p sePoster
-	r, err := sideeffect.Recover(context.Background(), s, p.post, outer, seOpts(clk)...)
+	r, err := fx.Recover(context.Background(), p.post, outer)
 	if err != nil || len(r.Posted) != 0 || !slices.Equal(r.Busy, []string{key}) {
 		t.Errorf("Recover with a stale verdict = %+v, %v; want the key busy, not posted", r, err)
 	}
 	if got := p.calls.Load(); got != 0 {
 		t.Errorf("a stale verdict posted %d times, want 0", got)
 	}
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Unknown || m.Attempts != 2 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Unknown || m.Attempts != 2 {
 		t.Errorf("marker: state %s attempts %d, want unknown after 2 attempts", m.State, m.Attempts)
 	}
 }
@@ -541,9 +548,9 @@ func seFencing(t *testing.T, h Harness) {
 // expires, B's Recover takes the marker over and posts; A's post returns
 // postErr after B is done or, with whileB, while B's post is still running.
 func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "fenced"
-	seIntend(t, s, clk, key, "payload")
+	seIntend(t, s, fx, key, "payload")
 
 	type result struct {
 		ref string
@@ -568,7 +575,7 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 
 	aDone := make(chan result, 1)
 	go func() {
-		ref, err := sideeffect.Once(context.Background(), s, key, hold(aStarted, aFinish, "ref-A", postErr), seOpts(clk)...)
+		ref, err := fx.Once(context.Background(), key, hold(aStarted, aFinish, "ref-A", postErr))
 		aDone <- result{ref, err}
 	}()
 	<-aStarted
@@ -578,8 +585,8 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 	if !whileB {
 		finishB() // B's post answers at once
 	}
-	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-		return sideeffect.NotCommitted, "", nil
+	notHappened := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotHappened, "", nil
 	}
 	type report struct {
 		r   sideeffect.Report
@@ -587,7 +594,7 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 	}
 	bDone := make(chan report, 1)
 	go func() {
-		r, err := sideeffect.Recover(context.Background(), s, postB, notCommitted, seOpts(clk)...)
+		r, err := fx.Recover(context.Background(), postB, notHappened)
 		bDone <- report{r, err}
 	}()
 	<-bStarted
@@ -595,7 +602,7 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 	if !whileB {
 		b = <-bDone
 	}
-	before := seGet(t, s, clk, key)
+	before := seGet(t, fx, key)
 	if want := map[bool]sideeffect.State{false: sideeffect.Done, true: sideeffect.Claimed}[whileB]; before.State != want || before.Attempts != 2 {
 		t.Fatalf("after B's takeover: state %s attempts %d, want %s 2", before.State, before.Attempts, want)
 	}
@@ -612,7 +619,7 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 	if a.ref != "" {
 		t.Errorf("A's Once returned ref %q after being fenced", a.ref)
 	}
-	if after := seGet(t, s, clk, key); !reflect.DeepEqual(before, after) {
+	if after := seGet(t, fx, key); !reflect.DeepEqual(before, after) {
 		t.Errorf("A's late outcome changed the marker:\nbefore %+v\nafter  %+v", before, after)
 	}
 
@@ -623,7 +630,7 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 	if b.err != nil || !slices.Equal(b.r.Posted, []string{key}) {
 		t.Errorf("B's Recover = %+v, %v; want the key posted", b.r, b.err)
 	}
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-B" {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Ref != "ref-B" {
 		t.Errorf("after B: state %s ref %q, want done ref-B", m.State, m.Ref)
 	}
 }
@@ -631,17 +638,17 @@ func seFencingCase(t *testing.T, h Harness, postErr error, whileB bool) {
 // Must-show 5 (store part): a rolled-back transaction leaves no marker and
 // runs no after-commit post.
 func seRollback(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, _, fx := seNew(t, h)
 	const key = "rolled-back"
 	errAbort := errors.New("abort the write")
 	err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
 		if err := tx.Put(ctx, idem.Key{Collection: "se_posts", ID: "p1"}, map[string]string{"title": "t"}); err != nil {
 			return err
 		}
-		if err := sideeffect.Intend(ctx, tx, key, "payload", seOpts(clk)...); err != nil {
+		if err := fx.Intend(ctx, tx, key, "payload"); err != nil {
 			return err
 		}
-		if err := sideeffect.AfterCommit(ctx, s, key, seNoPost(t), nil, seOpts(clk)...); err != nil {
+		if err := fx.PostAfterCommit(ctx, key, seNoPost(t), nil); err != nil {
 			return err
 		}
 		return errAbort
@@ -649,14 +656,14 @@ func seRollback(t *testing.T, h Harness) {
 	if !errors.Is(err, errAbort) {
 		t.Fatalf("Run: err %v, want the handler's error", err)
 	}
-	if _, err := sideeffect.Get(context.Background(), s, key, seOpts(clk)...); !errors.Is(err, sideeffect.ErrNoMarker) || !errors.Is(err, idem.ErrNotFound) {
+	if _, err := fx.Get(context.Background(), key); !errors.Is(err, sideeffect.ErrNoMarker) || !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Get after rollback: err %v, want ErrNoMarker", err)
 	}
-	if _, err := sideeffect.Once(context.Background(), s, key, seNoPost(t), seOpts(clk)...); !errors.Is(err, sideeffect.ErrNoMarker) {
+	if _, err := fx.Once(context.Background(), key, seNoPost(t)); !errors.Is(err, sideeffect.ErrNoMarker) {
 		t.Errorf("Once after rollback: err %v, want ErrNoMarker", err)
 	}
 	for _, st := range []sideeffect.State{sideeffect.Pending, sideeffect.Claimed, sideeffect.Unknown} {
-		if keys := seListKeys(t, s, clk, st); len(keys) != 0 {
+		if keys := seListKeys(t, fx, st); len(keys) != 0 {
 			t.Errorf("List(%s) after rollback = %v, want none", st, keys)
 		}
 	}
@@ -666,7 +673,7 @@ func seRollback(t *testing.T, h Harness) {
 // intending the effect and posting after commit, posts once; both learn the
 // same ref.
 func seRepeatedWrite(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, _, fx := seNew(t, h)
 	const key = "story-post.my-slug"
 	var p sePoster
 	write := func() (string, error) {
@@ -676,10 +683,10 @@ func seRepeatedWrite(t *testing.T, h Harness) {
 			if err := tx.Put(ctx, idem.Key{Collection: "se_stories", ID: "my-slug"}, map[string]string{"title": "t"}); err != nil {
 				return err
 			}
-			if err := sideeffect.Intend(ctx, tx, key, map[string]string{"slug": "my-slug"}, seOpts(clk)...); err != nil {
+			if err := fx.Intend(ctx, tx, key, map[string]string{"slug": "my-slug"}); err != nil {
 				return err
 			}
-			return sideeffect.AfterCommit(ctx, s, key, p.post, func(r string, err error) { ref, postErr = r, err }, seOpts(clk)...)
+			return fx.PostAfterCommit(ctx, key, p.post, func(r string, err error) { ref, postErr = r, err })
 		})
 		if err != nil {
 			return "", err
@@ -697,12 +704,12 @@ func seRepeatedWrite(t *testing.T, h Harness) {
 
 	// The same key with another payload is refused and rolls the write back.
 	err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
-		return sideeffect.Intend(ctx, tx, key, map[string]string{"slug": "other"}, seOpts(clk)...)
+		return fx.Intend(ctx, tx, key, map[string]string{"slug": "other"})
 	})
 	if !errors.Is(err, sideeffect.ErrPayloadMismatch) || !errors.Is(err, idem.ErrExists) {
 		t.Errorf("Intend with another payload: err %v, want ErrPayloadMismatch", err)
 	}
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
 		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
 	}
 }
@@ -710,17 +717,17 @@ func seRepeatedWrite(t *testing.T, h Harness) {
 // Recover claims and posts every pending marker once, and they leave the
 // index.
 func seRecoverPending(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, _, fx := seNew(t, h)
 	keys := []string{"pending.a", "pending.b", "pending.c"}
 	for _, k := range keys {
-		seIntend(t, s, clk, k, k)
+		seIntend(t, s, fx, k, k)
 	}
 	var p sePoster
 	noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		t.Errorf("reconcile asked about a pending marker")
-		return sideeffect.StillUnknown, "", nil
+		return sideeffect.CannotTell, "", nil
 	}
-	r, err := sideeffect.Recover(context.Background(), s, p.post, noReconcile, seOpts(clk)...)
+	r, err := fx.Recover(context.Background(), p.post, noReconcile)
 	if err != nil || !slices.Equal(r.Posted, keys) {
 		t.Fatalf("Recover = %+v, %v; want %v posted", r, err, keys)
 	}
@@ -731,14 +738,14 @@ func seRecoverPending(t *testing.T, h Harness) {
 		t.Errorf("posted %v, want each of %v once", posted, keys)
 	}
 	for _, k := range keys {
-		if m := seGet(t, s, clk, k); m.State != sideeffect.Done || m.Attempts != 1 {
+		if m := seGet(t, fx, k); m.State != sideeffect.Done || m.Attempts != 1 {
 			t.Errorf("%s: state %s attempts %d, want done 1", k, m.State, m.Attempts)
 		}
 	}
-	if got := seListKeys(t, s, clk, sideeffect.Pending); len(got) != 0 {
+	if got := seListKeys(t, fx, sideeffect.Pending); len(got) != 0 {
 		t.Errorf("List(pending) after Recover = %v, want none", got)
 	}
-	r, err = sideeffect.Recover(context.Background(), s, seNoPost(t), noReconcile, seOpts(clk)...)
+	r, err = fx.Recover(context.Background(), seNoPost(t), noReconcile)
 	if err != nil || len(r.Posted)+len(r.Busy)+len(r.Failed)+len(r.Unknown)+len(r.Reconciled) != 0 {
 		t.Errorf("second Recover = %+v, %v; want nothing to do", r, err)
 	}
@@ -747,9 +754,9 @@ func seRecoverPending(t *testing.T, h Harness) {
 // Recover and Once racing on one pending marker post it once; Once learns
 // the reference whichever of them posted.
 func seRecoverRacesOnce(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "race"
-	seIntend(t, s, clk, key, "payload")
+	seIntend(t, s, fx, key, "payload")
 	var p sePoster
 	slow := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		time.Sleep(10 * time.Millisecond) // let the other find the claim
@@ -757,7 +764,7 @@ func seRecoverRacesOnce(t *testing.T, h Harness) {
 	}
 	noReconcile := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		t.Errorf("reconcile asked about a marker that is not abandoned")
-		return sideeffect.StillUnknown, "", nil
+		return sideeffect.CannotTell, "", nil
 	}
 	start := make(chan struct{})
 	var (
@@ -769,11 +776,11 @@ func seRecoverRacesOnce(t *testing.T, h Harness) {
 	)
 	wg.Go(func() {
 		<-start
-		ref, onceEr = sideeffect.Once(context.Background(), s, key, slow, seOpts(clk, sideeffect.Wait(30*time.Second))...)
+		ref, onceEr = seEffects(s, clk, 30*time.Second).Once(context.Background(), key, slow)
 	})
 	wg.Go(func() {
 		<-start
-		r, recErr = sideeffect.Recover(context.Background(), s, slow, noReconcile, seOpts(clk)...)
+		r, recErr = fx.Recover(context.Background(), slow, noReconcile)
 	})
 	close(start)
 	wg.Wait()
@@ -786,7 +793,7 @@ func seRecoverRacesOnce(t *testing.T, h Harness) {
 	if recErr != nil || len(r.Failed)+len(r.Unknown)+len(r.Reconciled) != 0 || len(r.Posted)+len(r.Busy) > 1 {
 		t.Errorf("Recover = %+v, %v; want the key posted, busy or already done", r, recErr)
 	}
-	if m := seGet(t, s, clk, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
+	if m := seGet(t, fx, key); m.State != sideeffect.Done || m.Ref != "ref-1" || m.Attempts != 1 {
 		t.Errorf("marker: state %s ref %q attempts %d, want done ref-1 1", m.State, m.Ref, m.Attempts)
 	}
 }
@@ -794,31 +801,31 @@ func seRecoverRacesOnce(t *testing.T, h Harness) {
 // A re-post that Recover makes after reconcile said not committed, and that
 // fails, releases the marker to pending for the next run.
 func seRecoverRepostFails(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	const key = "repost-fails"
-	seIntend(t, s, clk, key, "payload")
-	seAbandon(t, s, clk, key)
+	seIntend(t, s, fx, key, "payload")
+	seAbandon(t, fx, key)
 	clk.Advance(sePastLease)
 	errDown := errors.New("target is down")
 	fail := func(ctx context.Context, key string, payload json.RawMessage) (string, error) {
 		return "", errDown
 	}
-	notCommitted := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
-		return sideeffect.NotCommitted, "", nil
+	notHappened := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
+		return sideeffect.NotHappened, "", nil
 	}
-	r, err := sideeffect.Recover(context.Background(), s, fail, notCommitted, seOpts(clk)...)
+	r, err := fx.Recover(context.Background(), fail, notHappened)
 	if !errors.Is(err, errDown) || !slices.Equal(r.Failed, []string{key}) || len(r.Posted) != 0 {
 		t.Fatalf("Recover = %+v, %v; want the key failed with the post's error", r, err)
 	}
-	m := seGet(t, s, clk, key)
+	m := seGet(t, fx, key)
 	if m.State != sideeffect.Pending || m.Attempts != 2 || m.Failures != 1 {
 		t.Fatalf("after the failed re-post: state %s attempts %d failures %d, want pending 2 1", m.State, m.Attempts, m.Failures)
 	}
-	if keys := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(keys, []string{key}) {
+	if keys := seListKeys(t, fx, sideeffect.Pending); !slices.Equal(keys, []string{key}) {
 		t.Errorf("List(pending) = %v, want [%s]", keys, key)
 	}
 	var p sePoster
-	r, err = sideeffect.Recover(context.Background(), s, p.post, notCommitted, seOpts(clk)...)
+	r, err = fx.Recover(context.Background(), p.post, notHappened)
 	if err != nil || !slices.Equal(r.Posted, []string{key}) || p.calls.Load() != 1 {
 		t.Errorf("next Recover = %+v, %v, %d posts; want the key posted once", r, err, p.calls.Load())
 	}
@@ -827,7 +834,7 @@ func seRecoverRepostFails(t *testing.T, h Harness) {
 // Intends of different keys from concurrent transactions are all indexed:
 // none is lost to another's index write.
 func seConcurrentIntend(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, _, fx := seNew(t, h)
 	const writers, each = 8, 4
 	var want []string
 	var wg sync.WaitGroup
@@ -842,7 +849,7 @@ func seConcurrentIntend(t *testing.T, h Harness) {
 			<-start
 			for _, k := range keys {
 				err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
-					return sideeffect.Intend(ctx, tx, k, k, seOpts(clk)...)
+					return fx.Intend(ctx, tx, k, k)
 				})
 				if err != nil {
 					t.Errorf("Intend: %v", err)
@@ -853,7 +860,7 @@ func seConcurrentIntend(t *testing.T, h Harness) {
 	close(start)
 	wg.Wait()
 	slices.Sort(want)
-	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, want) {
+	if got := seListKeys(t, fx, sideeffect.Pending); !slices.Equal(got, want) {
 		t.Errorf("List(pending) has %d keys, want the %d intended:\n got %v\nwant %v", len(got), len(want), got, want)
 	}
 }
@@ -862,7 +869,7 @@ func seConcurrentIntend(t *testing.T, h Harness) {
 // and completing some of them (pages emptying out of order) leaves exactly
 // the others listed.
 func seManyMarkers(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, _, fx := seNew(t, h)
 	const n = 640 // 16 shards, 16 KiB pages: about 33 keys of 490 bytes per page
 	perTx := 64
 	if h.MaxTransactionItems > 0 {
@@ -877,7 +884,7 @@ func seManyMarkers(t *testing.T, h Harness) {
 	for batch := range slices.Chunk(keys, perTx) {
 		err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
 			for _, k := range batch {
-				if err := sideeffect.Intend(ctx, tx, k, "p", seOpts(clk)...); err != nil {
+				if err := fx.Intend(ctx, tx, k, "p"); err != nil {
 					return err
 				}
 			}
@@ -887,7 +894,7 @@ func seManyMarkers(t *testing.T, h Harness) {
 			t.Fatalf("Intend: %v", err)
 		}
 	}
-	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, keys) {
+	if got := seListKeys(t, fx, sideeffect.Pending); !slices.Equal(got, keys) {
 		t.Fatalf("List(pending) has %d keys, want the %d intended, in order", len(got), n)
 	}
 	var p sePoster
@@ -897,11 +904,11 @@ func seManyMarkers(t *testing.T, h Harness) {
 			left = append(left, k)
 			continue
 		}
-		if _, err := sideeffect.Once(context.Background(), s, k, p.post, seOpts(clk)...); err != nil {
+		if _, err := fx.Once(context.Background(), k, p.post); err != nil {
 			t.Fatalf("Once: %v", err)
 		}
 	}
-	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, left) {
+	if got := seListKeys(t, fx, sideeffect.Pending); !slices.Equal(got, left) {
 		t.Errorf("List(pending) after completing every tenth has %d keys, want %d", len(got), len(left))
 	}
 }
@@ -910,41 +917,41 @@ func seManyMarkers(t *testing.T, h Harness) {
 // by Recover with a committed verdict, without touching the entries of other
 // markers, and repeating Once or Intend does not put it back.
 func seIndexRemovedOnce(t *testing.T, h Harness) {
-	s, clk := seNew(t, h)
+	s, clk, fx := seNew(t, h)
 	keys := []string{"removed.a", "removed.b", "removed.c"}
 	for _, k := range keys {
-		seIntend(t, s, clk, k, k)
+		seIntend(t, s, fx, k, k)
 	}
 	var p sePoster
 	for range 2 {
-		if ref, err := sideeffect.Once(context.Background(), s, keys[0], p.post, seOpts(clk)...); err != nil || ref != "ref-1" {
+		if ref, err := fx.Once(context.Background(), keys[0], p.post); err != nil || ref != "ref-1" {
 			t.Fatalf("Once = %q, %v; want ref-1", ref, err)
 		}
 	}
-	seIntend(t, s, clk, keys[0], keys[0])
-	if got := seListKeys(t, s, clk, sideeffect.Pending); !slices.Equal(got, keys[1:]) {
+	seIntend(t, s, fx, keys[0], keys[0])
+	if got := seListKeys(t, fx, sideeffect.Pending); !slices.Equal(got, keys[1:]) {
 		t.Fatalf("List(pending) after Once = %v, want %v", got, keys[1:])
 	}
 
-	seAbandon(t, s, clk, keys[1])
+	seAbandon(t, fx, keys[1])
 	clk.Advance(sePastLease)
 	committed := func(ctx context.Context, m sideeffect.Marker) (sideeffect.Outcome, string, error) {
 		if m.Key != keys[1] {
 			t.Errorf("reconcile asked about %s", m.Key)
 		}
-		return sideeffect.Committed, "ref-reconciled", nil
+		return sideeffect.Happened, "ref-reconciled", nil
 	}
-	r, err := sideeffect.Recover(context.Background(), s, p.post, committed, seOpts(clk)...)
+	r, err := fx.Recover(context.Background(), p.post, committed)
 	if err != nil || !slices.Equal(r.Reconciled, keys[1:2]) || !slices.Equal(r.Posted, keys[2:]) {
 		t.Fatalf("Recover = %+v, %v; want %s reconciled and %s posted", r, err, keys[1], keys[2])
 	}
-	seIntend(t, s, clk, keys[1], keys[1])
+	seIntend(t, s, fx, keys[1], keys[1])
 	for _, st := range []sideeffect.State{sideeffect.Pending, sideeffect.Claimed, sideeffect.Unknown} {
-		if got := seListKeys(t, s, clk, st); len(got) != 0 {
+		if got := seListKeys(t, fx, st); len(got) != 0 {
 			t.Errorf("List(%s) after all done = %v, want none", st, got)
 		}
 	}
-	if m := seGet(t, s, clk, keys[1]); m.State != sideeffect.Done || m.Ref != "ref-reconciled" {
+	if m := seGet(t, fx, keys[1]); m.State != sideeffect.Done || m.Ref != "ref-reconciled" {
 		t.Errorf("reconciled marker: state %s ref %q, want done ref-reconciled", m.State, m.Ref)
 	}
 	if got := p.calls.Load(); got != 2 {
