@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -137,17 +138,25 @@ func TestBadInputTable(t *testing.T) {
 		}
 		fmt.Fprintf(&table, "| %s: `%s` | %s | `%s` | %s | %s |\n", c.what, shown, c.tool, code, strings.ReplaceAll(msg, "|", "\\|"), writes)
 	}
+	checkPageTable(t, "BadInputTable", table.String())
+}
+
+// checkPageTable checks that the table of docs/bad-input.md that the test
+// named writes is table, or rewrites it with -update.
+func checkPageTable(t *testing.T, test, table string) {
+	t.Helper()
 	const page = "../docs/bad-input.md"
-	const begin, end = "<!-- table: go test ./idem -run BadInputTable -update -->\n", "<!-- end of table -->\n"
+	begin, end := "<!-- table: go test ./idem -run "+test+" -update -->\n", "<!-- end of table -->\n"
 	doc, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, j := strings.Index(string(doc), begin), strings.Index(string(doc), end)
+	i := strings.Index(string(doc), begin)
+	j := strings.Index(string(doc[max(i, 0):]), end) + max(i, 0)
 	if i < 0 || j < i {
 		t.Fatalf("%s has no generated table between %q and %q", page, begin, end)
 	}
-	want := string(doc[:i+len(begin)]) + table.String() + string(doc[j:])
+	want := string(doc[:i+len(begin)]) + table + string(doc[j:])
 	if *update {
 		if err := os.WriteFile(page, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -155,6 +164,83 @@ func TestBadInputTable(t *testing.T) {
 		return
 	}
 	if string(doc) != want {
-		t.Errorf("%s's table is not what the middleware answers now: run go test ./idem -run BadInputTable -update and read the difference", page)
+		t.Errorf("%s's table is not what the middleware answers now: run go test ./idem -run %s -update and read the difference", page, test)
 	}
+}
+
+// TestStatusRefusalTable sends get_operation every lookup it cannot answer
+// and checks that each is refused with a code and words about what a
+// lookup needs, that the refusal quotes nothing the caller sent and
+// carries no structured content. The second table of docs/bad-input.md is
+// its output.
+func TestStatusRefusalTable(t *testing.T) {
+	long := strings.Repeat("x", 129)
+	noUser := &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{}}
+	cases := []struct {
+		what, args string
+		meta       map[string]any
+		extra      *mcp.RequestExtra
+		opts       []idem.Option
+	}{
+		{what: "arguments that are not an object", args: `[1,2]`},
+		{what: "no arguments (null)", args: `null`},
+		{what: "no op id", args: `{"tool":"add"}`},
+		{what: "op_id empty", args: `{"tool":"add","op_id":""}`},
+		{what: "op_id a number", args: `{"tool":"add","op_id":7}`},
+		{what: "op_id null", args: `{"tool":"add","op_id":null}`},
+		{what: "op_id of 129 characters", args: `{"tool":"add","op_id":"` + long + `"}`},
+		{what: "op_id with a space", args: `{"tool":"add","op_id":"a b"}`},
+		{what: "the _meta op id a number", args: `{"tool":"add"}`, meta: map[string]any{idem.MetaOpID: 7}},
+		{what: "op_id and the _meta op id differ", args: `{"tool":"add","op_id":"a"}`, meta: map[string]any{idem.MetaOpID: "b"}},
+		{what: "no tool", args: `{"op_id":"a"}`},
+		{what: "tool empty", args: `{"tool":"","op_id":"a"}`},
+		{what: "tool a number", args: `{"tool":7,"op_id":"a"}`},
+		{what: "an argument get_operation does not have", args: `{"tool":"add","op_id":"a","secret_field":"v"}`},
+		{what: "no caller, on a server with RequireScope", args: `{"tool":"add","op_id":"a"}`, opts: []idem.Option{idem.RequireScope()}},
+		{what: "a token without a user id", args: `{"tool":"add","op_id":"a"}`, extra: noUser},
+	}
+	ctx := context.Background()
+	var table strings.Builder
+	table.WriteString("| lookup | code | what the caller reads |\n|---|---|---|\n")
+	for _, c := range cases {
+		h := idem.StatusHandler(memory.New(nil), c.opts...)
+		res, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+			Name: idem.StatusToolName, Arguments: json.RawMessage(c.args), Meta: c.meta}, Extra: c.extra})
+		if err != nil {
+			t.Fatalf("%s: protocol error %v", c.what, err)
+		}
+		code, _ := res.Meta[idem.MetaError].(string)
+		msg := text(res)
+		switch {
+		case !res.IsError || code == "":
+			t.Errorf("%s: not refused with a code: %s", c.what, mustJSON(res))
+		case code == string(idem.CodeInternal) || code == string(idem.CodeNotSaved):
+			t.Errorf("%s: code %s, want a bad-input code", c.what, code)
+		case res.StructuredContent != nil:
+			t.Errorf("%s: the refusal carries structured content", c.what)
+		case !strings.Contains(msg, "op id") && !strings.Contains(msg, "get_operation") && !strings.Contains(msg, "operation"):
+			t.Errorf("%s: the refusal does not say what a lookup needs: %s", c.what, msg)
+		}
+		// Words about writes, not lookups.
+		for _, w := range []string{"mint", "this tool", "schema", "first attempt"} {
+			if strings.Contains(msg, w) {
+				t.Errorf("%s: the refusal says %q: %s", c.what, w, msg)
+			}
+		}
+		for _, v := range []string{"secret_field", long, "a b", `"a"`, `"b"`} {
+			if strings.Contains(msg, v) {
+				t.Errorf("%s: the refusal quotes the caller's %q: %s", c.what, v, msg)
+			}
+		}
+		shown := c.args
+		if len(shown) > 60 {
+			shown = shown[:30] + "…" + shown[len(shown)-12:]
+		}
+		if c.meta != nil {
+			m, _ := json.Marshal(c.meta)
+			shown += ", _meta " + string(m)
+		}
+		fmt.Fprintf(&table, "| %s: `%s` | `%s` | %s |\n", c.what, shown, code, strings.ReplaceAll(msg, "|", "\\|"))
+	}
+	checkPageTable(t, "StatusRefusalTable", table.String())
 }

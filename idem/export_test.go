@@ -42,6 +42,12 @@ func DirectTool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp
 	}
 }
 
+// StatusHandler returns the handler RegisterStatusTool registers.
+func StatusHandler(s Store, opts ...Option) mcp.ToolHandler {
+	_, h := statusTool(s, opts...)
+	return h
+}
+
 // LookupOp reads the live op record of (scope, tool, opID).
 func LookupOp(ctx context.Context, s Store, scope, tool, opID string) (*oprecord.Record, error) {
 	return oprecord.Lookup(ctx, s, scope, tool, opID)

@@ -433,7 +433,7 @@ func (t *tool[In, Out]) createRecord(ctx context.Context, tx Tx, o *op, a *answe
 	return tx.Create(ctx, o.key, rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
 }
 
-const keyReusedMessage = "this op_id was already used with other arguments; mint a new op_id for a new operation"
+const keyReusedMessage = "this op_id was already used with other arguments: a retry resends the original arguments unchanged (or asks get_operation); only a new operation gets a new op_id"
 
 // replay answers from a live op record: its result if the arguments match,
 // key_reused if they do not. The one place a call is answered from a record.

@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -37,16 +39,23 @@ type operationStatus struct {
 // record exists in the caller's scope, and "not_committed" otherwise: the
 // operation never committed, or its record outlived its TTL. Callers use it
 // after an unknown_outcome (or a lost response) to decide whether to send
-// the operation again, with the same op id.
+// the operation again, with the same op id. Every refusal says what a
+// lookup needs, with a [Code], and quotes nothing the caller sent.
 //
 // Of opts, [Scope], [RequireScope] and [Logger] apply; pass the same ones as
 // the tools.
 func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
+	srv.AddTool(statusTool(s, opts...))
+}
+
+// statusTool returns get_operation and its handler.
+func statusTool(s Store, opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
 	c := newConfig(opts)
 	t := &mcp.Tool{
 		Name: statusToolName,
 		Description: "Look up whether an operation sent with an op_id committed, and its result. " +
-			"Use it after an unknown_outcome error or a lost response, before sending the operation again with the same op_id.",
+			"Use it after an unknown_outcome error or a lost response, before sending the operation again with the same op_id. " +
+			"A call sent without an op_id has no record here.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false)},
 	}
 	lookup := func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, q operationQuery) (*mcp.CallToolResult, operationStatus, error) {
@@ -55,7 +64,7 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 		if refused != nil {
 			return nil, zero, refused
 		}
-		scope, refused := c.opScope(ctx, req)
+		scope, refused := lookupScope(ctx, c, req)
 		if refused != nil {
 			return nil, zero, refused
 		}
@@ -66,7 +75,7 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 			return nil, operationStatus{Status: "not_committed"}, nil
 		case err != nil:
 			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
-			return nil, zero, newError(CodeInternal, "the operation could not be looked up; retry")
+			return nil, zero, newError(CodeInternal, lookupFailedMessage)
 		}
 		at := rec.CommittedAt
 		st := operationStatus{Status: "committed", CommittedAt: &at}
@@ -82,7 +91,75 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 	if err != nil {
 		panic("idem.RegisterStatusTool: " + err.Error())
 	}
-	srv.AddTool(tt.desc, tt.handle)
+	return tt.desc, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req != nil && req.Params != nil {
+			if refused := checkLookup(ctx, c, req); refused != nil {
+				return refusal(refused), nil
+			}
+		}
+		return tt.handle(ctx, req)
+	}
+}
+
+// What get_operation's refusals say: what a lookup needs, never a value the
+// caller sent.
+const (
+	lookupShapeMessage  = `get_operation takes {"tool": the name of the tool the operation was sent to, "op_id": the op id it was sent with}`
+	lookupToolMessage   = `get_operation needs "tool": the name of the tool the operation was sent to, as a string`
+	lookupExtraMessage  = `get_operation takes only "tool" and "op_id" (the op id may come in _meta io.idemkit/op_id instead)`
+	lookupTypeMessage   = "get_operation needs the op id the operation was sent with, as a string (the op_id argument or _meta io.idemkit/op_id)"
+	lookupDifferMessage = "the op_id argument and the _meta op id differ: a lookup names one operation; send its op id once"
+	lookupNoOpIDMessage = "get_operation looks up an operation by the op id it was sent with (the op_id argument or _meta io.idemkit/op_id); " +
+		"a call sent without an op id has no record here: check its effect with the server's own read tools"
+	lookupBadOpIDMessage = "no operation was sent with this op id: an op id is 1 to 128 printable ASCII characters without spaces; look up the op id the call carried"
+	lookupScopeMessage   = "get_operation answers only the caller that sent the operation: send the credentials the call was sent with"
+	lookupNoUserMessage  = "the caller is authenticated but its token carries no user id, so the operations it sent cannot be told from other callers'; the server's token verifier must set one"
+	lookupFailedMessage  = "the operation could not be looked up, which says nothing of whether it committed: ask again before sending it again"
+)
+
+// checkLookup refuses a get_operation call that cannot name one operation
+// of its caller, before the middleware's own checks, whose words are about
+// writes: the arguments' shape, then the op id, the tool's name, other
+// arguments, the caller's scope.
+func checkLookup(ctx context.Context, c *config, req *mcp.CallToolRequest) *Error {
+	raw := bytes.TrimSpace(req.Params.Arguments)
+	var args map[string]json.RawMessage
+	if len(raw) > 0 && (raw[0] != '{' || json.Unmarshal(raw, &args) != nil) {
+		return newError(CodeInvalidArguments, lookupShapeMessage)
+	}
+	q := operationQuery{}
+	if v, ok := args[opIDArgument]; ok {
+		s, isStr := stringOf(v)
+		if !isStr {
+			return newError(CodeInvalidOpID, lookupTypeMessage)
+		}
+		q.OpID = s
+	}
+	if _, refused := lookupOpID(q.OpID, req.Params.Meta); refused != nil {
+		return refused
+	}
+	if tool, ok := stringOf(args["tool"]); !ok || tool == "" {
+		return newError(CodeInvalidArguments, lookupToolMessage)
+	}
+	for name := range args {
+		if name != "tool" && name != opIDArgument {
+			return newError(CodeInvalidArguments, lookupExtraMessage)
+		}
+	}
+	_, refused := lookupScope(ctx, c, req)
+	return refused
+}
+
+// lookupScope returns the caller's scope, or a refusal in a lookup's words.
+func lookupScope(ctx context.Context, c *config, req *mcp.CallToolRequest) (string, *Error) {
+	scope, refused := c.opScope(ctx, req)
+	switch {
+	case refused == nil:
+		return scope, nil
+	case c.requireScope:
+		return "", newError(CodeScopeRequired, lookupScopeMessage)
+	}
+	return "", newError(CodeScopeRequired, lookupNoUserMessage)
 }
 
 // lookupOpID returns the op id a get_operation call asks about: the op_id
@@ -92,15 +169,17 @@ func lookupOpID(arg string, meta mcp.Meta) (string, *Error) {
 		fromMeta, isStr := v.(string)
 		switch {
 		case !isStr:
-			return "", newError(CodeInvalidOpID, "the _meta op id must be a string")
+			return "", newError(CodeInvalidOpID, lookupTypeMessage)
 		case arg != "" && arg != fromMeta:
-			return "", newError(CodeInvalidOpID, "op_id argument and _meta op id differ; send one")
+			return "", newError(CodeInvalidOpID, lookupDifferMessage)
 		}
 		arg = fromMeta
 	}
 	if arg == "" {
-		return "", newError(CodeInvalidOpID, "get_operation looks up an operation by the op id it was sent with (the op_id argument or _meta io.idemkit/op_id); "+
-			"a call sent without an op id has no record here: check its effect with the server's own read tools")
+		return "", newError(CodeInvalidOpID, lookupNoOpIDMessage)
 	}
-	return arg, validateOpID(arg)
+	if validateOpID(arg) != nil {
+		return "", newError(CodeInvalidOpID, lookupBadOpIDMessage)
+	}
+	return arg, nil
 }

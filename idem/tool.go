@@ -146,14 +146,7 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 		}
 	}
 
-	var notes []string
-	if len(c.keys) > 0 {
-		notes = append(notes, fmt.Sprintf("Safe to retry: calls with the same %s write the same record, so a repeat does not duplicate it.", strings.Join(quoteAll(c.keys), ", ")))
-	}
-	if c.opID {
-		notes = append(notes, "op_id "+map[bool]string{false: opIDOptionalNote, true: opIDRequiredNote}[c.requireOpID])
-	}
-	if len(notes) > 0 {
+	if notes := retryNotes(c, ann); len(notes) > 0 {
 		tt.Description = strings.TrimSpace(tt.Description + "\n\n" + strings.Join(notes, "\n"))
 	}
 	return &tool[In, Out]{
@@ -162,10 +155,42 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 	}, nil
 }
 
+// retryNotes returns what the description tells a model about retrying
+// the tool after an error or a lost answer, the one text every client shows
+// its model: which arguments to keep the same, and that a fresh op id is a
+// new operation. A model that lost an answer regenerates what it minted; the
+// notes say which values must not be regenerated.
+func retryNotes(c *config, ann mcp.ToolAnnotations) []string {
+	var notes []string
+	switch {
+	case len(c.keys) > 0:
+		notes = append(notes, fmt.Sprintf("Safe to retry with the same %s: %s the record, so a repeat writes it again instead of adding one.",
+			joinAnd(quoteAll(c.keys)), map[bool]string{true: "it names", false: "they name"}[len(c.keys) == 1]))
+	case c.requireOpID, ann.ReadOnlyHint:
+	case ann.IdempotentHint:
+		notes = append(notes, "Safe to retry: a repeat of the same arguments has no further effect.")
+	default:
+		notes = append(notes, notRepeatableNote)
+	}
+	if c.opID {
+		notes = append(notes, "op_id "+map[bool]string{false: opIDOptionalNote, true: opIDRequiredNote}[c.requireOpID])
+	}
+	return notes
+}
+
 const (
-	opIDOptionalNote = "(optional) is for apps replaying queued requests: the app mints one per intended operation before the first attempt and resends it unchanged on every retry, and a repeat returns the first result. Leave it out unless your client minted it; never invent one."
-	opIDRequiredNote = "(required): mint a new one (for example a UUID) for each new operation before its first attempt, and send it unchanged on every retry of that operation: a repeat returns the first result instead of running again. A string of 1..128 printable ASCII characters."
+	opIDOptionalNote  = "(optional) is for apps replaying queued requests: the app mints one per operation before the first attempt and resends it unchanged on every retry, and a repeat returns the first result. Leave it out unless your client minted it; never invent one."
+	opIDRequiredNote  = "(required): an id for this one operation (a UUID), chosen before its first attempt. To retry after an error or a lost answer, resend the same op_id, or first ask get_operation (if listed) whether it committed; never send a new op_id for a retry: a new op_id is a new operation, done again. 1..128 printable ASCII characters."
+	notRepeatableNote = "A repeat may act again: after an error or a lost answer, check whether the call took effect before sending it again."
 )
+
+// joinAnd joins "a", "b" and "c" as a list in a sentence.
+func joinAnd(ss []string) string {
+	if len(ss) < 2 {
+		return strings.Join(ss, "")
+	}
+	return strings.Join(ss[:len(ss)-1], ", ") + " and " + ss[len(ss)-1]
+}
 
 // inputSchema returns a copy of t's input schema, or the one inferred from
 // In, that newTool may edit.

@@ -13,7 +13,9 @@
 // one connection, and SameAnswer compares two answers as a caller reads them.
 // AllOrders sends a set of calls in every order, and Concurrently sends
 // calls at once, each run on fresh state from the test's Subject, and they
-// compare the end states.
+// compare the end states. ModelRetries plays a model that lost an answer and
+// calls again with the values it minted made anew (a fresh op id, a new
+// UUID, a clock read again), and reports the retries that moved the state.
 package idemtest
 
 import (

@@ -93,3 +93,19 @@ func ExampleConcurrently() {
 	// ran 1, replayed 4, refused 0
 	// state: {"cents":500}
 }
+
+// A model lost the answer to add_expense after the server committed, and
+// called it again. With the same op id the expense counts once; under an
+// op id the model minted anew, twice: the tool needs a record key the
+// model already has.
+func ExampleModelRetries() {
+	retries, err := idemtest.ModelRetries(context.Background(), newLedger, addExpense(500, "op-1"))
+	for _, r := range retries {
+		fmt.Printf("%s: %s -> %s\n", r.Kind, r.Before, r.After)
+	}
+	fmt.Println("moved the state:", err != nil)
+	// Output:
+	// same arguments: {"cents":500} -> {"cents":500}
+	// fresh op id: {"cents":500} -> {"cents":1000}
+	// moved the state: true
+}

@@ -39,7 +39,9 @@ Each tool gets a class, from its annotations and its inputs:
                         tool whose op id is optional and that has no record key
 It also flags schemas that strict clients reject (a boolean subschema, a root
 without "type": "object"), and warns of write tools whose description says
-nothing of record keys, op ids or retries. The rules: docs/audit.md.
+nothing of record keys, op ids or retries, and of write tools whose only
+protection is a required op id (safe for an app that keeps it, not for a
+model that mints a new one to retry). The rules: docs/audit.md.
 
 Exit status:
   0  every tool read-only or an idempotent write, every schema accepted

@@ -143,6 +143,11 @@ func classify(t rawTool) toolReport {
 		r.Class = classNonIdempotent
 		r.add(problem, "no_idempotent_hint", "is a write that does not say idempotentHint: clients take it as false; say false if a repeat may write twice, or make it idempotent (a record key or a required op id) and say true")
 	}
+	if !ro && r.OpID == "required" && len(r.Keys) == 0 {
+		r.add(warning, "op_id_only", "is a write whose only protection is a required op id: safe for an app that mints it once and resends it, "+
+			"but a model that lost the answer calls again under a new op id and the write lands twice; add a record key the model already has "+
+			"(a date and device, a slug, an id from an earlier answer) and write create-if-absent or replace-by-key on it, or serve the tool to apps only")
+	}
 	if !ro && !repeatWords.MatchString(t.Description) {
 		r.add(warning, "description_silent", "is a write whose description says nothing of record keys, op ids or retries: a model cannot tell which argument makes a repeat harmless")
 	}

@@ -92,7 +92,7 @@ func (r *report) writeText(w io.Writer) error {
 	case r.ExitStatus == exitPass && r.Warnings == 0:
 		fmt.Fprintf(&b, "pass: no problem; %d tools say honestly that a repeat may write twice (clients do not resend them)\n", r.Infos)
 	case r.ExitStatus == exitPass:
-		fmt.Fprintf(&b, "pass, with %d warnings (-strict makes them fail)\n", r.Warnings)
+		fmt.Fprintf(&b, "pass, with %d warning%s (-strict makes them fail)\n", r.Warnings, plural(r.Warnings))
 	default:
 		fmt.Fprintf(&b, "fail: %d problems, %d warnings (exit status %d)\n", r.Problems, r.Warnings, r.ExitStatus)
 	}

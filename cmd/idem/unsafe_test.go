@@ -18,6 +18,7 @@ var unsafeTools = map[string]struct {
 	"purge_cache":  {classConflicting, []string{"read_only_destructive"}},
 	"tag_item":     {classIdempotent, []string{"boolean_subschema"}},
 	"send_note":    {classNonIdempotent, []string{"not_idempotent", "description_silent"}},
+	"add_points":   {classIdempotent, []string{"op_id_only"}},
 	"set_label":    {classIdempotent, nil},
 	"lookup":       {classReadOnly, nil},
 }
@@ -67,6 +68,11 @@ func newUnsafeServer() (*mcp.Server, *atomic.Int64) {
 			Name: "send_note", Description: "Send a note to the team.",
 			InputSchema: object(map[string]any{"text": str("the note")}, "text"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no},
+		},
+		{ // idempotent for an app that keeps its op id, not for a model's retry
+			Name: "add_points", Description: "Add points to the score. Send an op_id; resend it on a retry.",
+			InputSchema: object(map[string]any{"points": map[string]any{"type": "integer"}, "op_id": str("the op id")}, "points", "op_id"),
+			Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
 		},
 		{ // fine: keyed, idempotent, says so
 			Name: "set_label", Description: "Set the label of an item: calls with the same item key write the same record.",

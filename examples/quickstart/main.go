@@ -15,7 +15,10 @@
 // Its tools:
 //   - add_expense appends an expense under a server-made id: unsafe to repeat
 //     by itself, so it takes an op id that the app mints before the first
-//     attempt. A repeat returns the first answer; nothing is added twice.
+//     attempt. A repeat returns the first answer; nothing is added twice. It
+//     is a tool for apps: an expense has no argument a model already has
+//     that could name it, and a model that lost the answer may call again
+//     under a new op id, so idem audit warns on it (op_id_only).
 //   - set_budget replaces the budget of a month: the month is the record key,
 //     so a repeat writes the same record.
 //   - get_operation tells whether an op id committed, for lost responses.
@@ -110,7 +113,8 @@ func setBudget(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Bud
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-quickstart", Version: "v0.1.0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "add_expense", Description: "Record an expense and return its id and the new total."},
+	idem.AddTool(srv, &mcp.Tool{Name: "add_expense", Description: "Record an expense and return its id and the new total. " +
+		"For apps, which mint op_id when the user records the expense and keep it for every retry."},
 		s, addExpense, idem.RequireOpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one."},
 		s, setBudget, idem.Keys("month"))
