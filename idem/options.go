@@ -48,13 +48,14 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	c.opID = c.opID || c.requireOpID
-	if c.tracerProvider == nil {
+	global := c.tracerProvider == nil
+	if global {
 		c.tracerProvider = otel.GetTracerProvider()
 	}
 	if c.meterProvider == nil {
 		c.meterProvider = otel.GetMeterProvider()
 	}
-	c.instruments = newInstruments(c.tracerProvider, c.meterProvider)
+	c.instruments = newInstruments(c.tracerProvider, c.meterProvider, global)
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -387,4 +388,48 @@ func setPropagator(p propagation.TextMapPropagator) (restore func()) {
 	old := otel.GetTextMapPropagator()
 	otel.SetTextMapPropagator(p)
 	return func() { otel.SetTextMapPropagator(old) }
+}
+
+// A tool made before the program sets the global tracer and meter
+// providers reports to them once they are set, and records nothing
+// before. It runs in a process of its own: the global providers can be set
+// only once.
+func TestTelemetryGlobalProviders(t *testing.T) {
+	if os.Getenv("IDEMKIT_TELEMETRY_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTelemetryGlobalProviders$", "-test.v")
+		cmd.Env = append(os.Environ(), "IDEMKIT_TELEMETRY_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestTelemetryGlobalProviders") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	if !idem.NoSpanWhileUnset() {
+		t.Error("otel's unset global tracer provider is not recognised: every call starts a no-op span")
+	}
+	ctx := context.Background()
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	})
+	call := func() {
+		if _, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(`{"text":"a"}`)}}, Note{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	spans := tracetest.NewInMemoryExporter()
+	reader := sdkmetric.NewManualReader()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	call()
+	if got := spans.GetSpans(); len(got) != 1 || got[0].Name != "tools/call note" {
+		t.Errorf("spans %v, want one of the call after the provider was set", got)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 || len(rm.ScopeMetrics[0].Metrics) == 0 {
+		t.Errorf("metrics %+v, want the call's", rm.ScopeMetrics)
+	}
 }
