@@ -41,7 +41,7 @@ func AfterCommit(ctx context.Context, f func(ctx context.Context)) bool {
 // and Run calls those of the attempt that committed after Run's commit
 // succeeded.
 func Run(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) error {
-	hooks, err := runTx(ctx, s, fn)
+	hooks, err := runTx(ctx, s, nil, fn)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/sdk/store/memory"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated table of docs/bad-input.md")
+var update = flag.Bool("update", false, "rewrite the generated table of docs/bad-input.md and testdata/telemetry.golden")
 
 // storyIn is the input of the tools the bad-input table is tried on.
 type storyIn struct {

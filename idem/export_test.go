@@ -23,14 +23,31 @@ var (
 	}
 )
 
+// NoSpanWhileUnset reports whether a call starts no span while the global
+// tracer provider is unset.
+func NoSpanWhileUnset() bool { return unsetTracerProvider != nil }
+
 // DirectTool wraps h as AddTool does and returns its handler as a function
 // the tests call directly, without a transport. The handler reads the call's
 // arguments from req; in is not used, and the typed output is not returned
 // (it is in the result's structured content).
 func DirectTool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
-	t, err := newTool(&mcp.Tool{Name: "tool"}, newConfig(opts), s, h)
+	return directTool(newConfig(opts), s, h)
+}
+
+// DirectToolWithoutTelemetry is DirectTool without spans and metrics, as
+// the middleware was before it had them: the baseline of
+// BenchmarkTelemetry.
+func DirectToolWithoutTelemetry[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
+	c := newConfig(opts)
+	c.instruments = nil
+	return directTool(c, s, h)
+}
+
+func directTool[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	t, err := newTool(&mcp.Tool{Name: "tool"}, c, s, h)
 	if err != nil { // an In such as json.RawMessage: any object
-		t, err = newTool(&mcp.Tool{Name: "tool", InputSchema: &jsonschema.Schema{Type: "object"}}, newConfig(opts), s, h)
+		t, err = newTool(&mcp.Tool{Name: "tool", InputSchema: &jsonschema.Schema{Type: "object"}}, c, s, h)
 	}
 	if err != nil {
 		panic(err)

@@ -83,11 +83,17 @@ func (t *tool[In, Out]) handle(ctx context.Context, req *mcp.CallToolRequest) (*
 	if req == nil || req.Params == nil {
 		return refusal(newError(CodeInternal, "no tool call request")), nil
 	}
-	a, refused := t.call(ctx, req)
-	if refused != nil {
-		return refusal(refused), nil
+	start := time.Now()
+	ctx, span := t.c.instruments.start(ctx, req)
+	o := &op{tool: req.Params.Name}
+	var res *mcp.CallToolResult
+	if a, refused := t.call(ctx, o, req); refused != nil {
+		res = refusal(refused)
+	} else {
+		res = a.result()
 	}
-	return a.result(), nil
+	t.report(ctx, span, req, o, res, time.Since(start))
+	return res, nil
 }
 
 // An answer is what a call sends back when it is not refused.
@@ -144,12 +150,11 @@ func (a *answer) result() *mcp.CallToolResult {
 //     handler and create the op record in one transaction (transact); answer
 //     a record found on the way as a replay (replay); settle a commit of
 //     unknown outcome (unknown); answer the handler's result (finish).
-func (t *tool[In, Out]) call(ctx context.Context, req *mcp.CallToolRequest) (*answer, *Error) {
+func (t *tool[In, Out]) call(ctx context.Context, o *op, req *mcp.CallToolRequest) (*answer, *Error) {
 	in, opID, refused := t.check(req)
 	if refused != nil {
 		return nil, refused
 	}
-	o := &op{tool: req.Params.Name}
 	if opID == "" {
 		if t.c.requireScope && t.c.scope(ctx, req) == "" {
 			return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
@@ -159,7 +164,8 @@ func (t *tool[In, Out]) call(ctx context.Context, req *mcp.CallToolRequest) (*an
 	if refused := t.newOp(ctx, o, req, in, opID); refused != nil {
 		return nil, refused
 	}
-	release, err := t.fl.acquire(ctx, o.key, t.c.busyAfter)
+	release, waited, err := t.fl.acquire(ctx, o.key, t.c.busyAfter)
+	o.waited = waited
 	if errors.Is(err, errBusy) {
 		return nil, &Error{Code: CodeBusy, Message: "the same operation is still running; retry later with the same op_id", OpID: opID}
 	} else if err != nil {
@@ -232,7 +238,7 @@ func (t *tool[In, Out]) decode(args json.RawMessage, in *In) *Error {
 
 // An op is a tool call on its way through the middleware: its tool and,
 // with an op id, what identifies the operation and what its op record holds
-// beside the answer.
+// beside the answer; and what its log record and metrics report.
 type op struct {
 	tool  string
 	id    string // the op id; "" for a call without one
@@ -241,6 +247,10 @@ type op struct {
 	args  []byte // the decoded arguments, as encoding/json writes them
 	fp    string // fingerprint of args (see fingerprintArgs), once computed
 	fpErr error
+
+	attempts int   // transaction attempts
+	waited   bool  // waited for a concurrent call with the same op id
+	err      error // the store's error behind an internal or unknown answer
 }
 
 // newOp fills in o, a call with op id opID: its scope, the op record's key
@@ -252,7 +262,7 @@ func (t *tool[In, Out]) newOp(ctx context.Context, o *op, req *mcp.CallToolReque
 	}
 	args, err := json.Marshal(in)
 	if err != nil {
-		return t.internal(ctx, o, "encoding arguments", err)
+		return t.internal(o, "encoding arguments", err)
 	}
 	o.id, o.scope, o.args = opID, scope, args
 	o.key = oprecord.Key(scope, o.tool, opID)
@@ -276,7 +286,7 @@ func (o *op) argsHash() string {
 // runPlain runs a call without an op id: the handler in a transaction.
 func (t *tool[In, Out]) runPlain(ctx context.Context, o *op, req *mcp.CallToolRequest, in In) (*answer, *Error) {
 	var a *answer
-	hooks, err := runTx(context.WithoutCancel(ctx), t.s, func(tctx context.Context, tx Tx) error {
+	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
 		var err error
 		a, err = t.runHandler(ctx, tctx, tx, req, in)
 		return err
@@ -297,14 +307,14 @@ func (t *tool[In, Out]) runOp(ctx context.Context, o *op, req *mcp.CallToolReque
 	if canRead && (t.c.readFirst || t.recent.has(o.key)) {
 		rec, err := readRecord(ctx, r, o.key)
 		if rec != nil {
-			return t.replay(ctx, o, rec, nil)
+			return t.replay(ctx, o, rec)
 		}
 		skipRead = err == nil // on a failed read the transaction reads it itself
 	}
 	// The handler is about to run, and its op record will need the
 	// fingerprint: arguments that cannot be fingerprinted are refused first.
 	if _, err := o.fingerprint(); err != nil {
-		return nil, t.internal(ctx, o, "fingerprinting arguments", err)
+		return nil, t.internal(o, "fingerprinting arguments", err)
 	}
 	x := t.transact(ctx, o, req, in, skipRead)
 	if x.found == nil && x.failedFirst {
@@ -320,7 +330,7 @@ func (t *tool[In, Out]) runOp(ctx context.Context, o *op, req *mcp.CallToolReque
 	}
 	switch {
 	case x.found != nil:
-		return t.replay(ctx, o, x.found, nil)
+		return t.replay(ctx, o, x.found)
 	case errors.Is(x.err, ErrUnknownOutcome):
 		return t.unknown(ctx, o, x.attempt, x.err, x.hooks)
 	}
@@ -370,9 +380,8 @@ type txOutcome struct {
 // skipRead) and answers from it when it is there.
 func (t *tool[In, Out]) transact(ctx context.Context, o *op, req *mcp.CallToolRequest, in In, skipRead bool) txOutcome {
 	var x txOutcome
-	attempts := 0
-	hooks, err := runTx(context.WithoutCancel(ctx), t.s, func(tctx context.Context, tx Tx) error {
-		attempts++
+	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
+		attempts := o.attempts
 		x.answer, x.found, x.failedFirst = nil, nil, false
 		if !skipRead || attempts > 1 {
 			if x.found = getRecord(tctx, tx, o.key); x.found != nil {
@@ -437,19 +446,15 @@ const keyReusedMessage = "this op_id was already used with other arguments: a re
 
 // replay answers from a live op record: its result if the arguments match,
 // key_reused if they do not. The one place a call is answered from a record.
-func (t *tool[In, Out]) replay(ctx context.Context, o *op, rec *oprecord.Record, cause error) (*answer, *Error) {
+func (t *tool[In, Out]) replay(ctx context.Context, o *op, rec *oprecord.Record) (*answer, *Error) {
 	if !sameArgs(o, rec) {
-		t.event(ctx, o, "key_reused", nil)
-		t.c.logger.LogAttrs(ctx, slog.LevelWarn, "idem: op id reused with other arguments", o.attrs()...)
 		return nil, newError(CodeKeyReused, keyReusedMessage)
 	}
 	res, err := decodeResult(rec)
 	if err != nil {
-		return nil, t.internal(ctx, o, "this operation committed, but its stored answer cannot be given back; call get_operation for it, and do not send it again under a new op_id", err)
+		return nil, t.internal(o, "this operation committed, but its stored answer cannot be given back; call get_operation for it, and do not send it again under a new op_id", err)
 	}
 	t.recent.add(o.key)
-	t.event(ctx, o, "replayed", cause)
-	t.c.logger.LogAttrs(ctx, slog.LevelDebug, "idem: replayed stored result", o.attrs()...)
 	return &answer{res: res, out: rec.StructuredOutput(), replayed: true}, nil
 }
 
@@ -578,9 +583,9 @@ func (t *tool[In, Out]) finish(ctx context.Context, o *op, a *answer, hooks *aft
 	case errors.Is(err, ErrConflict):
 		return nil, &Error{Code: CodeContended, Message: "the change lost too many races with concurrent writes and was not saved; retry it", OpID: o.id}
 	case errors.Is(err, ErrTooLarge):
-		return nil, t.internal(ctx, o, "the result is too large to store; nothing was saved", err)
+		return nil, t.internal(o, "the result is too large to store; nothing was saved", err)
 	}
-	return nil, t.internal(ctx, o, "the change was not saved; it is safe to retry", err)
+	return nil, t.internal(o, "the change was not saved; it is safe to retry", err)
 }
 
 // notSavedMessage is the handler's own message, with what the code means.
@@ -609,12 +614,11 @@ func (t *tool[In, Out]) unknown(ctx context.Context, o *op, attempt string, caus
 			}
 		}
 		if err == nil {
-			return t.replay(ctx, o, rec, nil)
+			return t.replay(ctx, o, rec)
 		}
 		t.recent.add(o.key)
 	}
-	t.event(ctx, o, "unknown_outcome", cause)
-	t.c.logger.LogAttrs(ctx, slog.LevelError, "idem: commit outcome unknown", append(o.attrs(), slog.String("error", cause.Error()))...)
+	o.err = cause
 	msg := "the server cannot tell whether the change was saved; read the record before retrying"
 	if o.id != "" {
 		msg = "the server cannot tell whether the change was saved; call get_operation with this op_id before retrying"
@@ -622,8 +626,10 @@ func (t *tool[In, Out]) unknown(ctx context.Context, o *op, attempt string, caus
 	return nil, &Error{Code: CodeUnknownOutcome, Message: msg, OpID: o.id}
 }
 
-func (t *tool[In, Out]) internal(ctx context.Context, o *op, msg string, err error) *Error {
-	t.c.logger.LogAttrs(ctx, slog.LevelError, "idem: "+msg, append(o.attrs(), slog.String("error", err.Error()))...)
+// internal refuses a call with code internal and msg, keeping err for the
+// call's log record.
+func (t *tool[In, Out]) internal(o *op, msg string, err error) *Error {
+	o.err = err
 	return newError(CodeInternal, msg)
 }
 
@@ -638,12 +644,6 @@ func (o *op) attrs() []slog.Attr {
 		a = append(a, slog.String("fingerprint", o.fp))
 	}
 	return a
-}
-
-func (t *tool[In, Out]) event(ctx context.Context, o *op, kind string, err error) {
-	if f := t.c.observe; f != nil {
-		f(ctx, Event{Kind: kind, Tool: o.tool, Scope: o.scope, OpID: o.id, Fingerprint: o.fp, Err: err})
-	}
 }
 
 // checkKeys refuses a call whose record-key arguments are absent, null or
@@ -723,13 +723,17 @@ func refusal(e *Error) *mcp.CallToolResult {
 }
 
 // runTx runs fn in a transaction of s with AfterCommit hooks: each attempt
-// gets a list of its own in its context, and runTx returns the list of the
+// gets a list of its own in its context (o counts the attempts), and runTx
+// returns the list of the
 // attempt that committed, for the caller to run. On ErrUnknownOutcome it
 // returns the last attempt's too: that attempt's commit may have landed,
 // and the caller runs them if a lookup confirms it did.
-func runTx(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
+func runTx(ctx context.Context, s Store, o *op, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
 	var hooks *afterCommitList
 	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
+		if o != nil {
+			o.attempts++
+		}
 		hooks = &afterCommitList{}
 		return fn(context.WithValue(ctx, afterCommitKey{}, hooks), tx)
 	})
@@ -752,8 +756,8 @@ type flights struct {
 var errBusy = errors.New("idem: busy")
 
 // acquire waits until no call with key k runs, for at most wait, then marks
-// k running until release is called.
-func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), err error) {
+// k running until release is called. waited reports whether it had to wait.
+func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), waited bool, err error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -768,15 +772,16 @@ func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (relea
 				delete(f.m, k)
 				f.mu.Unlock()
 				close(done)
-			}, nil
+			}, waited, nil
 		}
 		f.mu.Unlock()
+		waited = true
 		select {
 		case <-running:
 		case <-timer.C:
-			return nil, errBusy
+			return nil, waited, errBusy
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, waited, ctx.Err()
 		}
 	}
 }

@@ -90,11 +90,12 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	call(secret)
 	call(secret)               // replay
 	call("SECRET-other-words") // key reuse
-	if len(events) != 2 || events[0].Kind != "replayed" || events[1].Kind != "key_reused" || events[0].Fingerprint == "" || events[1].Tool != "note" {
-		t.Fatalf("hook events %+v, want a replay and a key reuse with fingerprints", events)
+	if len(events) != 3 || events[0].Outcome != idem.OutcomeFirst || events[1].Outcome != idem.OutcomeReplay ||
+		events[2].Outcome != idem.OutcomeRefused || events[2].Code != idem.CodeKeyReused || events[1].Fingerprint == "" || events[2].Tool != "note" {
+		t.Fatalf("hook events %+v, want a first call, a replay and a key reuse with fingerprints", events)
 	}
 	logs := buf.String()
-	if !strings.Contains(logs, events[0].Fingerprint) || !strings.Contains(logs, "reused") {
+	if !strings.Contains(logs, events[1].Fingerprint) || !strings.Contains(logs, `"code":"key_reused"`) {
 		t.Errorf("logs lack the fingerprint or the key reuse:\n%s", logs)
 	}
 	if strings.Contains(logs, "SECRET") {

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // An Option configures [Tool] and [AddTool]. Options are made only by the
@@ -25,6 +28,10 @@ type config struct {
 	readFirst    bool
 	customScope  bool // Scope was given
 	observe      func(context.Context, Event)
+
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
+	instruments    *instruments // made from the two above; nil records nothing
 }
 
 func newConfig(opts []Option) *config {
@@ -41,6 +48,14 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	c.opID = c.opID || c.requireOpID
+	global := c.tracerProvider == nil
+	if global {
+		c.tracerProvider = otel.GetTracerProvider()
+	}
+	if c.meterProvider == nil {
+		c.meterProvider = otel.GetMeterProvider()
+	}
+	c.instruments = newInstruments(c.tracerProvider, c.meterProvider, global)
 	return c
 }
 
@@ -111,9 +126,14 @@ func Clock(now func() time.Time) Option {
 	}}
 }
 
-// Logger sets where the middleware logs replays, key reuse and unknown
-// outcomes. Logs carry the tool name and the argument fingerprint, never
-// argument values. The default discards.
+// Logger sets where the middleware logs: one record per call, when it is
+// answered, with the tool, the [Outcome], the code of a refusal, whether it
+// was replayed, the scope, a hash of the op id, the argument fingerprint and
+// the duration; never an argument value or the op id itself. Its level is
+// Info for answers and for refusals the caller can act on, Warn for
+// key_reused, busy and contended, Error for internal and unknown_outcome
+// (docs/observability.md). A handler's panic adds a record with its stack.
+// The default discards.
 func Logger(l *slog.Logger) Option {
 	return Option{func(c *config) {
 		if l != nil {
@@ -143,21 +163,27 @@ func BusyAfter(d time.Duration) Option {
 // another process than the first call did.
 func ReadFirst() Option { return Option{func(c *config) { c.readFirst = true }} }
 
-// An Event describes a replay, a key reuse or an unknown outcome to the
-// function given to [Observe].
+// An Event describes how a tool call ended, to the function given to
+// [Observe]: what the middleware's log record says, with the op id itself.
 type Event struct {
-	// Kind is "replayed", "key_reused" or "unknown_outcome".
-	Kind        string
+	Outcome     Outcome
+	Code        Code // the code sent, for OutcomeRefused and OutcomeUnknown
 	Tool        string
 	Scope       string
-	OpID        string
-	Fingerprint string
-	Err         error // for unknown outcomes: the store's error
+	OpID        string // "" for a call without one
+	Fingerprint string // the arguments' fingerprint, when the call computed it
+	// Attempts is how many times the store ran the call's transaction
+	// (more than 1 after conflicts with concurrent writes); 0 when the
+	// call was answered without one.
+	Attempts int
+	Waited   bool // the call waited for a concurrent call with the same op id
+	Duration time.Duration
+	Err      error // for unknown outcomes and internal errors: the store's error
 }
 
-// Observe calls f when a call is answered from a stored result, when an op
-// id comes back with other arguments, and when a commit's outcome cannot be
-// known: for metrics and alerts. f runs on the call's goroutine.
+// Observe calls f once per call, when it is answered, with how it ended:
+// for alerts and metrics of one's own. f runs on the call's goroutine,
+// before the answer is sent.
 func Observe(f func(context.Context, Event)) Option {
 	return Option{func(c *config) { c.observe = f }}
 }

@@ -192,7 +192,7 @@ END $$`, fn),
 		_, err := ptx.Exec(ctx, "SELECT set_config('idemtest.hold_commit', $1, true)", strconv.FormatInt(lockKey, 10))
 		return err
 	}), idem.OpID(), idem.Observe(func(ctx context.Context, ev idem.Event) {
-		if ev.Kind == "unknown_outcome" && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
+		if ev.Outcome == idem.OutcomeUnknown && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
 			unknown.Add(1)
 		}
 	}))

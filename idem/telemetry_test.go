@@ -1,0 +1,435 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/telemetry"
+	"github.com/idemkit/sdk/store/memory"
+)
+
+// telemetryRig is a tracer and a meter provider that keep what they get
+// in memory, and a logger that writes JSON records into a buffer.
+type telemetryRig struct {
+	spans  *tracetest.InMemoryExporter
+	reader *sdkmetric.ManualReader
+	logs   bytes.Buffer
+	opts   []idem.Option
+}
+
+func newTelemetryRig(t *testing.T) *telemetryRig {
+	r := &telemetryRig{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(r.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	t.Cleanup(func() {
+		tp.Shutdown(context.Background())
+		mp.Shutdown(context.Background())
+	})
+	// Times and durations vary from run to run: the golden file has neither.
+	log := slog.New(slog.NewJSONHandler(&r.logs, &slog.HandlerOptions{Level: slog.LevelDebug,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey:
+				return slog.Attr{}
+			case "duration":
+				return slog.String("duration", "D")
+			}
+			return a
+		}}))
+	r.opts = []idem.Option{idem.TracerProvider(tp), idem.MeterProvider(mp), idem.Logger(log)}
+	return r
+}
+
+// metrics collects the rig's metrics: name, then the data points'
+// attributes, then the value (a histogram's count).
+func (r *telemetryRig) metrics(t *testing.T) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != telemetry.ScopeName {
+			t.Errorf("metrics of scope %q, want %q", sm.Scope.Name, telemetry.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			points := map[string]int64{}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					points[setString(p.Attributes)] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					points[setString(p.Attributes)] = int64(p.Count)
+				}
+			default:
+				t.Fatalf("metric %s: unexpected data %T", m.Name, m.Data)
+			}
+			got[m.Name] = points
+		}
+	}
+	return got
+}
+
+func setString(s attribute.Set) string {
+	var parts []string
+	for _, kv := range s.ToSlice() {
+		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// render writes the spans, metrics and log records as the golden file
+// holds them: sorted, without times, ids or durations.
+func (r *telemetryRig) render(t *testing.T) string {
+	var b strings.Builder
+	b.WriteString("# spans\n")
+	for _, s := range r.spans.GetSpans() {
+		fmt.Fprintf(&b, "%s kind=%s status=%s", s.Name, s.SpanKind, s.Status.Code)
+		if s.Status.Description != "" {
+			fmt.Fprintf(&b, " %q", s.Status.Description)
+		}
+		b.WriteString("\n")
+		attrs := slices.Clone(s.Attributes)
+		slices.SortFunc(attrs, func(a, b attribute.KeyValue) int { return strings.Compare(string(a.Key), string(b.Key)) })
+		for _, kv := range attrs {
+			v := kv.Value.Emit()
+			if kv.Key == telemetry.SessionID {
+				v = "S"
+			}
+			fmt.Fprintf(&b, "  %s=%s\n", kv.Key, v)
+		}
+	}
+	b.WriteString("# metrics\n")
+	m := r.metrics(t)
+	for _, name := range slices.Sorted(mapKeys(m)) {
+		for _, set := range slices.Sorted(mapKeys(m[name])) {
+			fmt.Fprintf(&b, "%s %s %d\n", name, set, m[name][set])
+		}
+	}
+	b.WriteString("# log records\n")
+	b.WriteString(r.logs.String())
+	return b.String()
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from what the test read (run with -update to rewrite it); got:\n%s", path, got)
+	}
+}
+
+// One first call, one replay and one refusal (key_reused) over an MCP
+// session: a span each, the metrics of the three, and one log record each,
+// none of which holds an argument value or the op id. The rendering is in
+// testdata/telemetry.golden.
+func TestTelemetryFirstReplayRefusal(t *testing.T) {
+	ctx := context.Background()
+	r := newTelemetryRig(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	runs := 0
+	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, memory.New(nil),
+		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+			runs++
+			if !trace.SpanFromContext(ctx).IsRecording() {
+				t.Error("the handler's context holds no recording span")
+			}
+			return nil, Added{ID: "note-1"}, tx.Create(ctx, idem.Key{Collection: "notes", ID: "note-1"}, in)
+		}, append(r.opts, idem.RequireOpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "user-7" }))...)
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	const opID = "app-42-SECRET-OPID"
+	for _, text := range []string{"SECRET-milk", "SECRET-milk", "SECRET-eggs"} {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"text": text, "op_id": opID}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs)
+	}
+
+	spans := r.spans.GetSpans()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 3", len(spans))
+	}
+	hash := sha256.Sum256([]byte(opID))
+	wantHash := hex.EncodeToString(hash[:8])
+	for i, want := range []struct {
+		outcome, code string
+		status        codes.Code
+	}{{"first", "", codes.Unset}, {"replay", "", codes.Unset}, {"refused", "key_reused", codes.Error}} {
+		s := spans[i]
+		attrs := attribute.NewSet(s.Attributes...)
+		get := func(k attribute.Key) string { v, _ := attrs.Value(k); return v.Emit() }
+		if s.Name != "tools/call add_note" || s.SpanKind != trace.SpanKindServer || s.Status.Code != want.status ||
+			get(telemetry.MethodName) != "tools/call" || get(telemetry.ToolName) != "add_note" ||
+			get(telemetry.Outcome) != want.outcome || get(telemetry.Replayed) != fmt.Sprint(want.outcome == "replay") ||
+			get(telemetry.OpIDHash) != wantHash || get(telemetry.ProtocolVersion) == "" {
+			t.Errorf("span %d: %s %s %v %v, want %s", i, s.Name, s.SpanKind, s.Status, s.Attributes, want.outcome)
+		}
+		if want.code != "" && (get(telemetry.Code) != want.code || get(telemetry.ErrorType) != telemetry.ToolError || s.Status.Description != want.code) {
+			t.Errorf("span %d: code %q, error.type %q, status %q: want %s, tool_error", i, get(telemetry.Code), get(telemetry.ErrorType), s.Status.Description, want.code)
+		}
+	}
+
+	m := r.metrics(t)
+	calls := m[telemetry.Calls]
+	for set, want := range map[string]int64{
+		"{gen_ai.tool.name=add_note,idemkit.outcome=first}":                           1,
+		"{gen_ai.tool.name=add_note,idemkit.outcome=replay}":                          1,
+		"{gen_ai.tool.name=add_note,idemkit.code=key_reused,idemkit.outcome=refused}": 1,
+	} {
+		if calls[set] != want {
+			t.Errorf("%s%s = %d, want %d (all: %v)", telemetry.Calls, set, calls[set], want, calls)
+		}
+	}
+	var n int64
+	for _, c := range m[telemetry.OperationDuration] {
+		n += c
+	}
+	if n != 3 {
+		t.Errorf("%s counted %d calls, want 3: %v", telemetry.OperationDuration, n, m[telemetry.OperationDuration])
+	}
+
+	logs := r.logs.String()
+	var levels []string
+	for line := range strings.Lines(logs) {
+		var rec struct{ Level, Outcome, Scope, OpIDHash string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Scope != "user-7" {
+			t.Errorf("log record without the scope: %s", line)
+		}
+		levels = append(levels, rec.Level+" "+rec.Outcome)
+	}
+	if want := []string{"INFO first", "INFO replay", "WARN refused"}; !slices.Equal(levels, want) {
+		t.Errorf("log records %q, want %q", levels, want)
+	}
+	if !strings.Contains(logs, `"op_id_hash":"`+wantHash+`"`) {
+		t.Errorf("log records lack the op id's hash %s:\n%s", wantHash, logs)
+	}
+	out := r.render(t)
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("telemetry carries an argument value or the op id:\n%s", out)
+	}
+	t.Logf("what the exporters and the logger got:\n%s", out)
+	golden(t, "telemetry.golden", out)
+}
+
+// A handler's tool error (isError) and a call that waited for a concurrent
+// one with the same op id until busy are errors to the span and counted by
+// code; a transaction the store retried counts its retries.
+func TestTelemetryToolErrorContention(t *testing.T) {
+	ctx := context.Background()
+	r := newTelemetryRig(t)
+	var attempts atomic.Int32
+	hold, entered := make(chan struct{}), make(chan struct{}, 1)
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		switch in.Text {
+		case "fail":
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no"}}}, nil, nil
+		case "conflict":
+			if attempts.Add(1) == 1 {
+				return nil, nil, idem.ErrConflict // the store retries the transaction
+			}
+		case "hold":
+			entered <- struct{}{}
+			<-hold
+		}
+		return nil, nil, nil
+	}, append(r.opts, idem.OpID(), idem.BusyAfter(10*time.Millisecond))...)
+	call := func(text, opID string) *mcp.CallToolResult {
+		args, _ := json.Marshal(map[string]string{"text": text, "op_id": opID})
+		res, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: args}}, Note{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	call("fail", "op-fail")
+	call("conflict", "op-conflict")
+	held := make(chan *mcp.CallToolResult)
+	go func() { held <- call("hold", "op-hold") }()
+	<-entered
+	// The first call holds op-hold until this one, which waits for it, is
+	// refused: it cannot but wait.
+	if res := call("hold", "op-hold"); !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeBusy) {
+		t.Fatalf("concurrent call: %+v, want busy", res)
+	}
+	close(hold)
+	<-held
+
+	m := r.metrics(t)
+	for _, c := range []struct {
+		metric, set string
+		want        int64
+	}{
+		{telemetry.Calls, "{gen_ai.tool.name=note,idemkit.code=not_saved,idemkit.outcome=refused}", 1},
+		{telemetry.Calls, "{gen_ai.tool.name=note,idemkit.code=busy,idemkit.outcome=refused}", 1},
+		{telemetry.Calls, "{gen_ai.tool.name=note,idemkit.outcome=first}", 2},
+		{telemetry.Retries, "{gen_ai.tool.name=note}", 1},
+		{telemetry.Waits, "{gen_ai.tool.name=note}", 1},
+		{telemetry.OperationDuration, "{error.type=tool_error,gen_ai.operation.name=execute_tool,gen_ai.tool.name=note,idemkit.outcome=refused,mcp.method.name=tools/call}", 2},
+	} {
+		if got := m[c.metric][c.set]; got != c.want {
+			t.Errorf("%s%s = %d, want %d (all: %v)", c.metric, c.set, got, c.want, m[c.metric])
+		}
+	}
+	errs := 0
+	for _, s := range r.spans.GetSpans() {
+		if s.Status.Code == codes.Error {
+			errs++
+		}
+	}
+	if errs != 2 {
+		t.Errorf("%d spans with status Error, want 2 (the tool error and busy)", errs)
+	}
+	if !strings.Contains(r.logs.String(), `"attempts":2`) || !strings.Contains(r.logs.String(), `"waited":true`) {
+		t.Errorf("log records lack the retry or the wait:\n%s", r.logs.String())
+	}
+}
+
+// A client's trace context in _meta (traceparent, as the semantic
+// conventions for MCP propagate it) parents the call's span.
+func TestTelemetryTraceContextFromMeta(t *testing.T) {
+	ctx := context.Background()
+	r := newTelemetryRig(t)
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	}, r.opts...)
+	restore := setPropagator(propagation.TraceContext{})
+	defer restore()
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(`{"text":"a"}`),
+		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}}}
+	if _, _, err := h(ctx, req, Note{}); err != nil {
+		t.Fatal(err)
+	}
+	spans := r.spans.GetSpans()
+	if len(spans) != 1 || spans[0].SpanContext.TraceID().String() != traceID || spans[0].Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Fatalf("spans %+v, want one in trace %s", spans, traceID)
+	}
+}
+
+// The attribute keys idemkit writes out are the semantic conventions'.
+func TestTelemetryKeysAreSemanticConventions(t *testing.T) {
+	for _, c := range []struct{ ours, theirs attribute.Key }{
+		{telemetry.MethodName, semconv.McpMethodNameKey},
+		{telemetry.SessionID, semconv.McpSessionIDKey},
+		{telemetry.ProtocolVersion, semconv.McpProtocolVersionKey},
+		{telemetry.ToolName, semconv.GenAIToolNameKey},
+		{telemetry.OperationName, semconv.GenAIOperationNameKey},
+		{telemetry.ErrorType, semconv.ErrorTypeKey},
+		{telemetry.DBSystem, semconv.DBSystemNameKey},
+	} {
+		if c.ours != c.theirs {
+			t.Errorf("key %q, semantic conventions say %q", c.ours, c.theirs)
+		}
+	}
+	if semconv.GenAIOperationNameExecuteTool.Value.AsString() != telemetry.ExecuteTool {
+		t.Errorf("gen_ai.operation.name %q, semantic conventions say %q", telemetry.ExecuteTool, semconv.GenAIOperationNameExecuteTool.Value.AsString())
+	}
+}
+
+func setPropagator(p propagation.TextMapPropagator) (restore func()) {
+	old := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(p)
+	return func() { otel.SetTextMapPropagator(old) }
+}
+
+// A tool made before the program sets the global tracer and meter
+// providers reports to them once they are set, and records nothing
+// before. It runs in a process of its own: the global providers can be set
+// only once.
+func TestTelemetryGlobalProviders(t *testing.T) {
+	if os.Getenv("IDEMKIT_TELEMETRY_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTelemetryGlobalProviders$", "-test.v")
+		cmd.Env = append(os.Environ(), "IDEMKIT_TELEMETRY_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestTelemetryGlobalProviders") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	if !idem.NoSpanWhileUnset() {
+		t.Error("otel's unset global tracer provider is not recognised: every call starts a no-op span")
+	}
+	ctx := context.Background()
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	})
+	call := func() {
+		if _, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(`{"text":"a"}`)}}, Note{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	spans := tracetest.NewInMemoryExporter()
+	reader := sdkmetric.NewManualReader()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	call()
+	if got := spans.GetSpans(); len(got) != 1 || got[0].Name != "tools/call note" {
+		t.Errorf("spans %v, want one of the call after the provider was set", got)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 || len(rm.ScopeMetrics[0].Metrics) == 0 {
+		t.Errorf("metrics %+v, want the call's", rm.ScopeMetrics)
+	}
+}
