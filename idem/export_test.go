@@ -23,10 +23,6 @@ var (
 	}
 )
 
-// NoSpanWhileUnset reports whether a call starts no span while the global
-// tracer provider is unset.
-func NoSpanWhileUnset() bool { return unsetTracerProvider != nil }
-
 // DirectTool wraps h as AddTool does and returns its handler as a function
 // the tests call directly, without a transport. The handler reads the call's
 // arguments from req; in is not used, and the typed output is not returned

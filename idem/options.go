@@ -48,14 +48,13 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	c.opID = c.opID || c.requireOpID
-	global := c.tracerProvider == nil
-	if global {
+	if c.tracerProvider == nil {
 		c.tracerProvider = otel.GetTracerProvider()
 	}
 	if c.meterProvider == nil {
 		c.meterProvider = otel.GetMeterProvider()
 	}
-	c.instruments = newInstruments(c.tracerProvider, c.meterProvider, global)
+	c.instruments = newInstruments(c.tracerProvider, c.meterProvider)
 	return c
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
@@ -66,7 +65,6 @@ func MeterProvider(mp metric.MeterProvider) Option {
 // instruments are a tool's tracer and metric instruments. A nil
 // *instruments records nothing.
 type instruments struct {
-	global   bool      // the tracer is the global provider's
 	named    sync.Once // sets tool and spanName from the first call
 	tool     string    // the tool's name, as calls name it
 	spanName string    // and its span's, made once
@@ -77,9 +75,9 @@ type instruments struct {
 	waits    metric.Int64Counter
 }
 
-func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider, global bool) *instruments {
+func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
 	m := mp.Meter(telemetry.ScopeName)
-	in := &instruments{tracer: tp.Tracer(telemetry.ScopeName), global: global}
+	in := &instruments{tracer: tp.Tracer(telemetry.ScopeName)}
 	var errs [4]error
 	in.duration, errs[0] = m.Float64Histogram(telemetry.OperationDuration, metric.WithUnit("s"),
 		metric.WithDescription("MCP request duration as observed on the receiver from the time it was received until the result is sent."),
@@ -98,26 +96,13 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider, global boo
 	return in
 }
 
-// unsetTracerProvider is the global tracer provider as it is before a
-// program sets one (a no-op that would delegate to the one set later), or
-// nil if the program set one before this package was initialized. While the
-// global provider is still that one, a call starts no span: the no-op
-// span's context cost 3 allocations a call (BenchmarkTelemetry). The type
-// is otel's internal one; should its name change, spans are always started.
-var unsetTracerProvider = func() trace.TracerProvider {
-	if tp := otel.GetTracerProvider(); reflect.TypeOf(tp).String() == "*global.tracerProvider" {
-		return tp
-	}
-	return nil
-}()
-
 var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // start starts the call's span, a child of the span in ctx or else of the
 // trace context the client sent in _meta (traceparent, as the semantic
 // conventions for MCP propagate it).
 func (in *instruments) start(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
-	if in == nil || (in.global && otel.GetTracerProvider() == unsetTracerProvider) {
+	if in == nil {
 		return ctx, nil
 	}
 	if _, ok := req.Params.Meta["traceparent"]; ok && !trace.SpanContextFromContext(ctx).IsValid() {
