@@ -70,7 +70,7 @@ func TestBadInputTable(t *testing.T) {
 			return nil, map[string]string{"slug": in.Slug}, tx.Put(ctx, idem.Key{Collection: "stories", ID: in.Slug + "-" + in.Title}, in)
 		}
 		return s, map[string]mcp.ToolHandlerFor[storyIn, any]{
-			"publish": idem.DirectTool(s, h, idem.Keys("slug"), idem.OpID()),
+			"publish": idem.DirectTool(s, h, idem.RecordKeys("slug"), idem.OpID()),
 			"append":  idem.DirectTool(s, h, idem.RequireOpID()),
 		}
 	}

@@ -95,7 +95,7 @@ func TestPublishedSchemasHaveNoBooleanSubschemas(t *testing.T) {
 	handler := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in loose) (*mcp.CallToolResult, loose, error) {
 		return nil, in, tx.Put(ctx, idem.Key{Collection: "docs", ID: in.ID}, in)
 	}
-	idem.AddTool(srv, &mcp.Tool{Name: "put"}, s, handler, idem.Keys("id"))
+	idem.AddTool(srv, &mcp.Tool{Name: "put"}, s, handler, idem.RecordKeys("id"))
 	idem.AddTool(srv, &mcp.Tool{Name: "put_map"}, s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, map[string]any, error) {
 		return nil, in, nil
 	}, idem.OpID())
@@ -159,9 +159,9 @@ func TestIdempotentHintHoldsForEveryCall(t *testing.T) {
 	}{
 		{"optional_op_id", []idem.Option{idem.OpID()}, false, false, nil},
 		{"required_op_id", []idem.Option{idem.RequireOpID()}, false, true, []string{"op_id"}},
-		{"keys", []idem.Option{idem.Keys("text")}, false, true, []string{"text"}},
-		{"keys_and_optional_op_id", []idem.Option{idem.Keys("text"), idem.OpID()}, false, true, []string{"text"}},
-		{"keys_and_optional_op_id_claimed", []idem.Option{idem.Keys("text"), idem.OpID()}, true, true, []string{"text"}},
+		{"keys", []idem.Option{idem.RecordKeys("text")}, false, true, []string{"text"}},
+		{"keys_and_optional_op_id", []idem.Option{idem.RecordKeys("text"), idem.OpID()}, false, true, []string{"text"}},
+		{"keys_and_optional_op_id_claimed", []idem.Option{idem.RecordKeys("text"), idem.OpID()}, true, true, []string{"text"}},
 		{"nothing", nil, false, false, nil},
 		{"nothing_claimed", nil, true, true, nil},
 	}
@@ -270,7 +270,7 @@ func TestEveryErrorHasACodeAndNoValue(t *testing.T) {
 			return nil, nil, &idem.Error{Code: idem.CodeEventBeforeStart, Message: "too early"}
 		}
 		return nil, nil, tx.Put(ctx, idem.Key{Collection: "expenses", ID: in.Month}, in)
-	}, idem.Keys("month"), idem.OpID())
+	}, idem.RecordKeys("month"), idem.OpID())
 	cs := connectInMemory(t, srv)
 	call := func(args map[string]any) *mcp.CallToolResult {
 		t.Helper()
@@ -328,7 +328,7 @@ func TestAuthorSchemaLeftAlone(t *testing.T) {
 	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"id": {Type: "string"}, "any": {}}}
 	before := mustJSON(s)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: s}, memory.New(nil), noop[map[string]any], idem.Keys("id"), idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: s}, memory.New(nil), noop[map[string]any], idem.RecordKeys("id"), idem.OpID())
 	if after := mustJSON(s); after != before {
 		t.Errorf("AddTool changed the caller's schema:\n%s\n%s", before, after)
 	}
@@ -353,7 +353,7 @@ func TestSchemaDefaultsApplied(t *testing.T) {
 	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
 		got = in
 		return nil, nil, nil
-	}, idem.Keys("id"))
+	}, idem.RecordKeys("id"))
 	cs := connectInMemory(t, srv)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "x", Arguments: map[string]any{"id": "a"}})
 	if err != nil || res.IsError {
@@ -498,7 +498,7 @@ func TestInvalidUTF8KeysAndOpIDsRefused(t *testing.T) {
 		ran = append(ran, v.Device)
 		return nil, nil, nil
 	}
-	idem.AddTool(srv, &mcp.Tool{Name: "keyed"}, memory.New(nil), h, idem.Keys("device"))
+	idem.AddTool(srv, &mcp.Tool{Name: "keyed"}, memory.New(nil), h, idem.RecordKeys("device"))
 	idem.AddTool(srv, &mcp.Tool{Name: "op"}, memory.New(nil), h, idem.RequireOpID())
 	cs := connectInMemory(t, srv)
 	for _, c := range []struct {

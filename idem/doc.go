@@ -16,7 +16,7 @@
 // Two kinds of callers, two kinds of keys:
 //
 //   - A model already has the id of the record it writes (a session id, a
-//     slug, a date). Name those arguments with [Keys] and write with
+//     slug, a date). Name those arguments with [RecordKeys] and write with
 //     Tx.Create (create-if-absent) or Tx.Put (replace-by-key): the repeat
 //     writes the same record.
 //   - An app mints an op id before its first attempt and resends it on

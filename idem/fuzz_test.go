@@ -47,7 +47,7 @@ func FuzzCall(f *testing.F) {
 	s := memory.New(nil)
 	h := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in fuzzIn) (*mcp.CallToolResult, fuzzOut, error) {
 		return nil, fuzzOut{Slug: in.Slug, Title: in.Title}, tx.Put(ctx, idem.Key{Collection: "stories", ID: in.Slug}, in)
-	}, idem.Keys("slug"), idem.OpID())
+	}, idem.RecordKeys("slug"), idem.OpID())
 	call := func(args, meta []byte) *mcp.CallToolResult {
 		params := &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(args)}
 		var m map[string]any

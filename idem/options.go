@@ -2,7 +2,9 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -11,9 +13,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// An Option configures [Tool] and [AddTool]. Options are made only by the
-// functions of this package.
+// An Option configures [Tool], [AddTool] and [RegisterStatusTool]. Options
+// are made only by the functions of this package. An option given a value
+// it cannot use (a duration that is not positive, a nil function, an empty
+// argument name) makes the registration panic, as a tool whose schema is
+// wrong does: it is a mistake in the server's code, and a default put in
+// its place would hide it.
 type Option struct{ apply func(*config) }
+
+// invalid records the first mistake in the options; newTool and statusTool
+// panic with it.
+func (c *config) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf(format, args...)
+	}
+}
 
 type config struct {
 	keys         []string
@@ -32,6 +46,8 @@ type config struct {
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
 	instruments    *instruments // made from the two above; nil records nothing
+
+	err error // the first option given a value it cannot use
 }
 
 func newConfig(opts []Option) *config {
@@ -58,15 +74,20 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// Keys names the record-key arguments: the arguments that say which record
+// RecordKeys names the record-key arguments: the arguments that say which record
 // the write touches (a session id, a slug, a handle, a date). They are
 // required in the tool's input schema, and a call missing any of them, or
 // sending an empty string or null, is refused with missing_key before the
 // handler runs. The handler makes the write create-if-absent or
 // replace-by-key on them, so every repeat of a call writes the same record
 // and the tool says idempotentHint: true.
-func Keys(args ...string) Option {
-	return Option{func(c *config) { c.keys = append(c.keys, args...) }}
+func RecordKeys(args ...string) Option {
+	return Option{func(c *config) {
+		if len(args) == 0 || slices.Contains(args, "") {
+			c.invalid("RecordKeys needs argument names, none empty")
+		}
+		c.keys = append(c.keys, args...)
+	}}
 }
 
 // OpID accepts an optional op id minted by the caller before its first
@@ -76,7 +97,7 @@ func Keys(args ...string) Option {
 // runs as if the option were absent.
 //
 // An optional op id does not make a tool idempotent: two identical calls
-// without one run twice. A tool with OpID and no [Keys] therefore says
+// without one run twice. A tool with OpID and no [RecordKeys] therefore says
 // idempotentHint: false (clients that replay a lost call on that hint would
 // otherwise write twice); use [RequireOpID] when every caller can mint one.
 func OpID() Option { return Option{func(c *config) { c.opID = true }} }
@@ -90,13 +111,14 @@ func OpID() Option { return Option{func(c *config) { c.opID = true }} }
 func RequireOpID() Option { return Option{func(c *config) { c.requireOpID = true }} }
 
 // TTL sets how long an op record is kept (default 24 hours). A call with the
-// same op id after that runs again. A TTL that is not positive leaves the
-// default.
+// same op id after that runs again. A TTL that is not positive makes the
+// registration panic.
 func TTL(d time.Duration) Option {
 	return Option{func(c *config) {
-		if d > 0 {
-			c.ttl = d
+		if d <= 0 {
+			c.invalid("TTL must be positive, not %v", d)
 		}
+		c.ttl = d
 	}}
 }
 
@@ -107,9 +129,11 @@ func TTL(d time.Duration) Option {
 // in-memory transports).
 func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option {
 	return Option{func(c *config) {
-		if f != nil {
-			c.scope, c.customScope = f, true
+		if f == nil {
+			c.invalid("Scope needs a function")
+			return
 		}
+		c.scope, c.customScope = f, true
 	}}
 }
 
@@ -119,9 +143,11 @@ func RequireScope() Option { return Option{func(c *config) { c.requireScope = tr
 // Clock sets the clock for op record expiry (default time.Now).
 func Clock(now func() time.Time) Option {
 	return Option{func(c *config) {
-		if now != nil {
-			c.now = now
+		if now == nil {
+			c.invalid("Clock needs a function")
+			return
 		}
+		c.now = now
 	}}
 }
 
@@ -135,20 +161,23 @@ func Clock(now func() time.Time) Option {
 // The default discards.
 func Logger(l *slog.Logger) Option {
 	return Option{func(c *config) {
-		if l != nil {
-			c.logger = l
+		if l == nil {
+			c.invalid("Logger needs a logger")
+			return
 		}
+		c.logger = l
 	}}
 }
 
 // BusyAfter bounds how long a call waits for a concurrent call with the same
 // op id to finish before it is refused with busy (default 30 s). A duration
-// that is not positive leaves the default.
+// that is not positive makes the registration panic.
 func BusyAfter(d time.Duration) Option {
 	return Option{func(c *config) {
-		if d > 0 {
-			c.busyAfter = d
+		if d <= 0 {
+			c.invalid("BusyAfter must be positive, not %v", d)
 		}
+		c.busyAfter = d
 	}}
 }
 
@@ -184,7 +213,12 @@ type Event struct {
 // for alerts and metrics of one's own. f runs on the call's goroutine,
 // before the answer is sent.
 func Observe(f func(context.Context, Event)) Option {
-	return Option{func(c *config) { c.observe = f }}
+	return Option{func(c *config) {
+		if f == nil {
+			c.invalid("Observe needs a function")
+		}
+		c.observe = f
+	}}
 }
 
 // opScope returns the scope of a call with an op id, or a refusal: with

@@ -68,8 +68,8 @@ func TestDescriptionsTellHowToRetry(t *testing.T) {
 		SessionID string `json:"session_id"`
 		At        string `json:"at"`
 	}
-	idem.AddTool(srv, &mcp.Tool{Name: "publish", Description: "Publish a story."}, s, noop[storyIn], idem.Keys("slug"))
-	idem.AddTool(srv, &mcp.Tool{Name: "heartbeat", Description: "Record a heartbeat."}, s, noop[beat], idem.Keys("session_id", "at"), idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "publish", Description: "Publish a story."}, s, noop[storyIn], idem.RecordKeys("slug"))
+	idem.AddTool(srv, &mcp.Tool{Name: "heartbeat", Description: "Record a heartbeat."}, s, noop[beat], idem.RecordKeys("session_id", "at"), idem.OpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "add_steps", Description: "Add steps."}, s, noop[Note], idem.RequireOpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "append", Description: "Append a line."}, s, noop[Note])
 	idem.AddTool(srv, &mcp.Tool{Name: "append_queued", Description: "Append a line."}, s, noop[Note], idem.OpID())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,6 +52,9 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 // statusTool returns get_operation and its handler.
 func statusTool(s Store, opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
 	c := newConfig(opts)
+	if c.err != nil {
+		panic(fmt.Sprintf("idem: %s: %v", statusToolName, c.err))
+	}
 	t := &mcp.Tool{
 		Name: statusToolName,
 		Description: "Look up whether an operation sent with an op_id committed, and its result. " +

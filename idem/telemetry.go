@@ -45,9 +45,11 @@ const (
 // (otel.GetTracerProvider), which drops them until the program sets one.
 func TracerProvider(tp trace.TracerProvider) Option {
 	return Option{func(c *config) {
-		if tp != nil {
-			c.tracerProvider = tp
+		if tp == nil {
+			c.invalid("TracerProvider needs a provider")
+			return
 		}
+		c.tracerProvider = tp
 	}}
 }
 
@@ -56,9 +58,11 @@ func TracerProvider(tp trace.TracerProvider) Option {
 // them until the program sets one.
 func MeterProvider(mp metric.MeterProvider) Option {
 	return Option{func(c *config) {
-		if mp != nil {
-			c.meterProvider = mp
+		if mp == nil {
+			c.invalid("MeterProvider needs a provider")
+			return
 		}
+		c.meterProvider = mp
 	}}
 }
 

@@ -16,7 +16,7 @@ import (
 // twice, and makes the tool's metadata say what the wrapping guarantees:
 //
 //   - IdempotentHint is true only when every repeat of the same arguments has
-//     no further effect: the tool has record keys ([Keys]) or requires an op
+//     no further effect: the tool has record keys ([RecordKeys]) or requires an op
 //     id ([RequireOpID]), or it claims to be read-only, or t's own
 //     annotations say so, for a handler whose own logic makes a repeat
 //     harmless (a tombstone, a target it refuses to guess). A tool that only
@@ -55,7 +55,7 @@ func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In
 // handler that does everything a call needs (the checks, the validation, the
 // transaction, the refusals), for servers that register tools their own way:
 //
-//	srv.AddTool(idem.Tool(t, store, h, idem.Keys("slug")))
+//	srv.AddTool(idem.Tool(t, store, h, idem.RecordKeys("slug")))
 //
 // The pair must be registered together: the handler validates calls against
 // the returned tool's input schema. Tool panics where AddTool does.
@@ -70,6 +70,9 @@ func Tool[In, Out any](t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Opti
 // newTool wraps h for tool t: the published description, the input schema
 // calls are checked against, and the state calls share.
 func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]) (*tool[In, Out], error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	tt := *t
 	var ann mcp.ToolAnnotations
 	if t.Annotations != nil {
@@ -79,7 +82,7 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 		return nil, fmt.Errorf("annotations claim both read-only and destructive")
 	}
 	if ann.IdempotentHint && c.opID && !c.requireOpID && len(c.keys) == 0 {
-		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use Keys or RequireOpID, or drop the claim)")
+		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use RecordKeys or RequireOpID, or drop the claim)")
 	}
 	ann.IdempotentHint = ann.IdempotentHint || ann.ReadOnlyHint || len(c.keys) > 0 || c.requireOpID
 	tt.Annotations = &ann

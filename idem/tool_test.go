@@ -58,7 +58,7 @@ func listTools(t *testing.T, srv *mcp.Server) map[string]*mcp.Tool {
 func TestAddToolMetadataIsHonest(t *testing.T) {
 	s := memory.New(nil)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "stop", Description: "Stop a session."}, s, noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "stop", Description: "Stop a session."}, s, noop[stopIn], idem.RecordKeys("session_id"), idem.OpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "append", Description: "Append."}, s, noop[stopIn])
 	idem.RegisterStatusTool(srv, s)
 	tools := listTools(t, srv)
@@ -96,7 +96,7 @@ func TestAddToolLeavesCallerToolAlone(t *testing.T) {
 		Properties: map[string]*jsonschema.Schema{"session_id": {Type: "string"}},
 	}}
 	before := mustJSON(tool)
-	idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(nil), noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(nil), noop[stopIn], idem.RecordKeys("session_id"), idem.OpID())
 	if after := mustJSON(tool); after != before {
 		t.Errorf("AddTool modified the caller's tool:\n%s\n%s", before, after)
 	}
@@ -116,7 +116,7 @@ func TestAddToolRefusesContradictions(t *testing.T) {
 			}()
 			opts := []idem.Option{idem.OpID()}
 			if name == "unknown key" {
-				opts = append(opts, idem.Keys("no_such_argument"))
+				opts = append(opts, idem.RecordKeys("no_such_argument"))
 			}
 			idem.AddTool(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil), tool, memory.New(nil), noop[stopIn], opts...)
 		}()
@@ -157,7 +157,7 @@ func TestRefusalHasNoStructuredContent(t *testing.T) {
 func TestAddToolRawSchema(t *testing.T) {
 	raw := json.RawMessage(`{"type":"object","properties":{"session_id":{"type":"string"}},"required":["session_id"],"additionalProperties":false}`)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "stop", InputSchema: raw}, memory.New(nil), noop[stopIn], idem.Keys("session_id"), idem.OpID())
+	idem.AddTool(srv, &mcp.Tool{Name: "stop", InputSchema: raw}, memory.New(nil), noop[stopIn], idem.RecordKeys("session_id"), idem.OpID())
 	schema := mustJSON(listTools(t, srv)["stop"].InputSchema)
 	if !strings.Contains(schema, `"op_id"`) || !strings.Contains(schema, "Record key") || !strings.Contains(schema, `"required":["session_id"]`) {
 		t.Errorf("raw schema not annotated: %s", schema)
@@ -167,7 +167,7 @@ func TestAddToolRawSchema(t *testing.T) {
 			t.Error("a key naming no property of a raw schema did not panic")
 		}
 	}()
-	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(nil), noop[stopIn], idem.Keys("nope"))
+	idem.AddTool(srv, &mcp.Tool{Name: "x", InputSchema: raw}, memory.New(nil), noop[stopIn], idem.RecordKeys("nope"))
 }
 
 // An In with its own op_id field keeps op_id optional in the schema, and a
@@ -224,7 +224,7 @@ func TestKeyDescriptionIsASentence(t *testing.T) {
 		Slug   string `json:"slug"`
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "set", Description: "Set."}, memory.New(nil), noop[in], idem.Keys("month", "handle", "slug"))
+	idem.AddTool(srv, &mcp.Tool{Name: "set", Description: "Set."}, memory.New(nil), noop[in], idem.RecordKeys("month", "handle", "slug"))
 	var schema struct {
 		Properties map[string]struct{ Description string } `json:"properties"`
 	}

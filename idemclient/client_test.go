@@ -71,12 +71,12 @@ func (f *fixture) server(strip bool) *mcp.Server {
 		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, statusIn, error) {
 			f.runs["set"].Add(1)
 			return nil, in, tx.Put(ctx, idem.Key{Collection: "status", ID: in.Item}, in)
-		}, idem.Keys("item"))
+		}, idem.RecordKeys("item"))
 	idem.AddTool(srv, &mcp.Tool{Name: "fail", Description: "Always fails."}, f.store,
 		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, statusIn, error) {
 			f.runs["fail"].Add(1)
 			return nil, in, errors.New("the item cannot be changed now")
-		}, idem.Keys("item"))
+		}, idem.RecordKeys("item"))
 	mcp.AddTool(srv, &mcp.Tool{Name: "peek", Description: "Read the counter.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in counterIn) (*mcp.CallToolResult, count, error) {
 			f.runs["peek"].Add(1)

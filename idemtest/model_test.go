@@ -69,7 +69,7 @@ func newBudgets(keys ...string) func(ctx context.Context) (*idemtest.Subject, er
 			}
 			all[id] = in
 			return nil, in, tx.Put(ctx, index, all)
-		}, idem.Keys(keys...), idem.OpID())
+		}, idem.RecordKeys(keys...), idem.OpID())
 		return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 			all := map[string]budget{}
 			err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
@@ -142,7 +142,7 @@ func TestModelRetriesRereadsTimes(t *testing.T) {
 			}
 			n++
 			return nil, nil, err
-		}, idem.Keys("session_id", "at"))
+		}, idem.RecordKeys("session_id", "at"))
 		return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) { return n, nil }}, nil
 	}
 	call := &mcp.CallToolParams{Name: "heartbeat", Arguments: map[string]any{"session_id": "s1", "at": "2026-12-01T10:00:00Z"}}

@@ -86,7 +86,7 @@ func safeSubject(freshes *int) func(ctx context.Context) (*idemtest.Subject, err
 		idem.AddTool(srv, &mcp.Tool{Name: "put_note"}, s,
 			func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in keyedNote) (*mcp.CallToolResult, keyedNote, error) {
 				return nil, in, tx.Put(ctx, idem.Key{Collection: "notes", ID: in.ID}, in)
-			}, idem.Keys("id"))
+			}, idem.RecordKeys("id"))
 		idem.AddTool(srv, &mcp.Tool{Name: "add"}, s, addToTotal, idem.RequireOpID())
 		return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 			state := map[string]any{}

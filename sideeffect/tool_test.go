@@ -75,7 +75,7 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, *sideeffect.Effect
 				return nil, publishOut{}, errors.New("a story needs a title")
 			}
 			return nil, publishOut{Marker: key}, nil
-		}, idem.Keys("slug"), idem.Clock(clk.Now))
+		}, idem.RecordKeys("slug"), idem.Clock(clk.Now))
 
 	idem.AddTool(srv, &mcp.Tool{Name: "report", Description: "Report a story; notifies the editor."}, s,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, reportOut, error) {

@@ -129,7 +129,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"Send session_id (an id your app mints) to make a retry name the same session; started_at is when the " +
 			"user pressed start, for a queued request.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
-	}, s, counted(f, "start_focus", f.startFocus), idem.Keys("device"), idem.OpID(), lo)
+	}, s, counted(f, "start_focus", f.startFocus), idem.RecordKeys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "end_focus",
 		Description: "Stop a focus session. Send session_id (from get_now or start_focus). Without it, the session " +
@@ -139,7 +139,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"end wins, every device's stop is kept, done beats other outcomes, a differing later summary goes to the " +
 			"notes. end_at is when the user pressed stop, for a queued request. The answer says what this stop changed.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
-	}, s, counted(f, "end_focus", f.endFocus), idem.Keys("device"), idem.OpID(), lo)
+	}, s, counted(f, "end_focus", f.endFocus), idem.RecordKeys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "delete_session",
 		Description: "Delete a focus session. Send session_id; without it, the session running on the device you send " +
@@ -157,7 +157,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"log_id's is refused, naming that log. A retry after a lost answer is safe with the same log_id, and " +
 			"refused, not counted twice, with a new one.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
-	}, s, counted(f, "log_session", f.logSession), idem.Keys("log_id"), lo)
+	}, s, counted(f, "log_session", f.logSession), idem.RecordKeys("log_id"), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "set_steps",
 		Description: "Set a device's step count for a day: the total its step counter shows, replacing what that " +
@@ -165,7 +165,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"total, replaces the same count and never adds to it, so it is safe to send again after a lost answer. " +
 			"The day's steps are the sum over devices.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
-	}, s, counted(f, "set_steps", f.setSteps), idem.Keys("device", "date"), idem.OpID(), lo)
+	}, s, counted(f, "set_steps", f.setSteps), idem.RecordKeys("device", "date"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "add_steps",
 		Description: "For apps, not models: add steps to a day's total, for the phone app that queues step counts " +
@@ -178,7 +178,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		Description: "Record a heartbeat with a note on a session. session_id and at are the keys: one heartbeat per " +
 			"session and time, so a repeat answers the stored heartbeat and adds nothing.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
-	}, s, counted(f, "heartbeat", f.heartbeat), idem.Keys("session_id", "at"), lo)
+	}, s, counted(f, "heartbeat", f.heartbeat), idem.RecordKeys("session_id", "at"), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "get_now",
 		Description: "List the running focus sessions with their ids, and which of them runs on the device you send.",

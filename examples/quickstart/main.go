@@ -117,7 +117,7 @@ func NewServer(s idem.Store) *mcp.Server {
 		"For apps, which mint op_id when the user records the expense and keep it for every retry."},
 		s, addExpense, idem.RequireOpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one."},
-		s, setBudget, idem.Keys("month"))
+		s, setBudget, idem.RecordKeys("month"))
 	idem.RegisterStatusTool(srv, s)
 	return srv
 }

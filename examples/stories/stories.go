@@ -199,7 +199,7 @@ func (a *app) ran(tool string) int64 {
 func (a *app) server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-stories", Version: "v0.1.0"}, nil)
 	opts := func(keys ...string) []idem.Option {
-		return []idem.Option{idem.Keys(keys...), idem.OpID(), idem.Logger(a.log)}
+		return []idem.Option{idem.RecordKeys(keys...), idem.OpID(), idem.Logger(a.log)}
 	}
 	idem.AddTool(srv, &mcp.Tool{Name: "publish_story", Description: "Publish a story under its slug, or republish it: " +
 		"a republish replaces the title and body and keeps the revisions, reproductions and checks. " +

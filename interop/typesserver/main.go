@@ -113,7 +113,7 @@ func appendEntry(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in Ent
 // newServer returns the types server on store s.
 func newServer(s idem.Store) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-interop-types", Version: "v0.1.0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "put_doc", Description: "Replace a document."}, s, putDoc, idem.Keys("doc_id"))
+	idem.AddTool(srv, &mcp.Tool{Name: "put_doc", Description: "Replace a document."}, s, putDoc, idem.RecordKeys("doc_id"))
 	idem.AddTool(srv, &mcp.Tool{Name: "append_entry", Description: "Append an entry and return its sequence number."}, s, appendEntry, idem.OpID())
 	idem.RegisterStatusTool(srv, s)
 	return srv

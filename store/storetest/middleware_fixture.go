@@ -95,12 +95,12 @@ func (f *mwFixture) newServer() *mcp.Server {
 	idem.AddTool(srv, &mcp.Tool{Name: "scoped_note", Description: "Add a note as a signed-in user."}, f.store, f.addNote,
 		append(opts, idem.RequireScope())...)
 	idem.AddTool(srv, &mcp.Tool{Name: "set_status", Description: "Set a handle's status."}, f.store, f.setStatus,
-		idem.Keys("handle"), idem.Clock(f.clock.Now))
+		idem.RecordKeys("handle"), idem.Clock(f.clock.Now))
 	// A label of 3 to 8 characters (code points, not bytes): a schema with
 	// the keywords the middleware's fast argument check reads.
 	idem.AddTool(srv, &mcp.Tool{Name: "set_label", Description: "Set a handle's label.", InputSchema: json.RawMessage(`{"type":"object",
 		"properties":{"handle":{"type":"string"},"status":{"type":"string","minLength":3,"maxLength":8}},
-		"required":["handle","status"],"additionalProperties":false}`)}, f.store, f.setStatus, idem.Keys("handle"), idem.Clock(f.clock.Now))
+		"required":["handle","status"],"additionalProperties":false}`)}, f.store, f.setStatus, idem.RecordKeys("handle"), idem.Clock(f.clock.Now))
 	idem.AddTool(srv, &mcp.Tool{Name: "close_session", Description: "Close a session."}, f.store, closeSession,
 		idem.OpID(), idem.Clock(f.clock.Now))
 	idem.RegisterStatusTool(srv, f.store)

@@ -117,7 +117,7 @@ func (c *Server) addTools() {
 			}
 			out.Changes, err = bump(ctx, tx, changesKey(run))
 			return nil, out, err
-		}, idem.Keys("item"))
+		}, idem.RecordKeys("item"))
 
 	idem.AddTool(c.srv, &mcp.Tool{Name: ToolLookup,
 		Description: "Canary: read the counter and, given an item, its status. Read-only. Its first answer in a run is lost.",
