@@ -11,6 +11,10 @@ import (
 // id under the same key.
 const MetaOpID = "io.idemkit/op_id"
 
+// MetaCallers, in a tool's _meta, says who the tool is for: "apps" for a
+// tool registered with [ForApps].
+const MetaCallers = "io.idemkit/callers"
+
 // Result _meta keys the middleware sets.
 const (
 	// MetaReplayed is true on a result answered from a stored op record.

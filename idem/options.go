@@ -40,6 +40,7 @@ type config struct {
 	logger       *slog.Logger
 	busyAfter    time.Duration
 	readFirst    bool
+	forApps      bool
 	customScope  bool // Scope was given
 	observe      func(context.Context, Event)
 
@@ -64,6 +65,9 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	c.opID = c.opID || c.requireOpID
+	if c.forApps && (!c.requireOpID || len(c.keys) > 0) {
+		c.invalid("ForApps is for a tool with RequireOpID and no RecordKeys")
+	}
 	if c.tracerProvider == nil {
 		c.tracerProvider = otel.GetTracerProvider()
 	}
@@ -109,6 +113,17 @@ func OpID() Option { return Option{func(c *config) { c.opID = true }} }
 // repeat of the same arguments answers the stored result, and the tool says
 // idempotentHint: true.
 func RequireOpID() Option { return Option{func(c *config) { c.requireOpID = true }} }
+
+// ForApps declares a [RequireOpID] tool with no record key to be for app
+// callers, which mint an op id once and resend it: a model that lost an
+// answer may call again under a new op id, and such a tool would write
+// twice. The description then starts with "For apps, not models.", and the
+// tool's _meta says so under [MetaCallers] ("apps"), where `idem audit`
+// reads it and reports the tool as information instead of warning that a
+// model's retry is unsafe. Give models a keyed tool for the same write
+// beside it. ForApps without RequireOpID, or with RecordKeys, makes the
+// registration panic.
+func ForApps() Option { return Option{func(c *config) { c.forApps = true }} }
 
 // TTL sets how long an op record is kept (default 24 hours). A call with the
 // same op id after that runs again. A TTL that is not positive makes the

@@ -82,3 +82,26 @@ func panicOf(f func()) (msg string) {
 	f()
 	return ""
 }
+
+// ForApps publishes who the tool is for where the audit reads it, and is
+// refused on a tool that is not op-id-only.
+func TestForApps(t *testing.T) {
+	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	}
+	tool, _ := idem.Tool(&mcp.Tool{Name: "add_note", Description: "Add a note."}, memory.New(nil), h, idem.RequireOpID(), idem.ForApps())
+	if tool.Meta[idem.MetaCallers] != "apps" {
+		t.Errorf("_meta %v, want %s: apps", tool.Meta, idem.MetaCallers)
+	}
+	if !strings.HasPrefix(tool.Description, "For apps, not models. Add a note.") {
+		t.Errorf("description %q, want it to start by saying it is for apps", tool.Description)
+	}
+	for name, opts := range map[string][]idem.Option{
+		"without RequireOpID": {idem.OpID(), idem.ForApps()},
+		"with RecordKeys":     {idem.RequireOpID(), idem.RecordKeys("text"), idem.ForApps()},
+	} {
+		if msg := panicOf(func() { idem.Tool(&mcp.Tool{Name: "add_note"}, memory.New(nil), h, opts...) }); !strings.Contains(msg, "ForApps") {
+			t.Errorf("%s: panic %q, want one naming ForApps", name, msg)
+		}
+	}
+}

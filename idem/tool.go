@@ -152,6 +152,14 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 	if notes := retryNotes(c, ann); len(notes) > 0 {
 		tt.Description = strings.TrimSpace(tt.Description + "\n\n" + strings.Join(notes, "\n"))
 	}
+	if c.forApps {
+		tt.Description = "For apps, not models. " + tt.Description
+		tt.Meta = maps.Clone(tt.Meta)
+		if tt.Meta == nil {
+			tt.Meta = mcp.Meta{}
+		}
+		tt.Meta[MetaCallers] = "apps"
+	}
 	return &tool[In, Out]{
 		desc: &tt, c: c, s: s, h: h, in: in, out: out,
 		fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),

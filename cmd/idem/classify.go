@@ -71,6 +71,14 @@ type rawTool struct {
 	InputSchema  json.RawMessage            `json:"inputSchema"`
 	OutputSchema json.RawMessage            `json:"outputSchema"`
 	Annotations  map[string]json.RawMessage `json:"annotations"`
+	Meta         map[string]json.RawMessage `json:"_meta"`
+}
+
+// forApps reports whether the tool's _meta declares it for app callers
+// (idem.ForApps: "io.idemkit/callers": "apps").
+func forApps(t rawTool) bool {
+	var callers string
+	return json.Unmarshal(t.Meta["io.idemkit/callers"], &callers) == nil && callers == "apps"
 }
 
 const (
@@ -143,10 +151,14 @@ func classify(t rawTool) toolReport {
 		r.Class = classNonIdempotent
 		r.add(problem, "no_idempotent_hint", "is a write that does not say idempotentHint: clients take it as false; say false if a repeat may write twice, or make it idempotent (a record key or a required op id) and say true")
 	}
-	if !ro && r.OpID == "required" && len(r.Keys) == 0 {
+	switch {
+	case !ro && r.OpID == "required" && len(r.Keys) == 0 && forApps(t):
+		r.add(info, "op_id_only_for_apps", "is declared for apps (_meta io.idemkit/callers): its only protection is a required op id, safe for an app that mints it once and resends it; "+
+			"a model that calls it anyway and lost the answer may call again under a new op id, so its description must send models to a keyed tool")
+	case !ro && r.OpID == "required" && len(r.Keys) == 0:
 		r.add(warning, "op_id_only", "is a write whose only protection is a required op id: safe for an app that mints it once and resends it, "+
 			"but a model that lost the answer calls again under a new op id and the write lands twice; add a record key the model already has "+
-			"(a date and device, a slug, an id from an earlier answer) and write create-if-absent or replace-by-key on it, or serve the tool to apps only")
+			"(a date and device, a slug, an id from an earlier answer) and write create-if-absent or replace-by-key on it; or, for a tool meant for apps, declare it (idem.ForApps) and give models a keyed tool beside it")
 	}
 	if !ro && !repeatWords.MatchString(t.Description) {
 		r.add(warning, "description_silent", "is a write whose description says nothing of record keys, op ids or retries: a model cannot tell which argument makes a repeat harmless")

@@ -168,11 +168,11 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	}, s, counted(f, "set_steps", f.setSteps), idem.RecordKeys("device", "date"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "add_steps",
-		Description: "For apps, not models: add steps to a day's total, for the phone app that queues step counts " +
+		Description: "Add steps to a day's total, for the phone app that queues step counts " +
 			"offline. It mints op_id when the steps are counted and resends that op_id on every retry; a call with a " +
 			"new op_id adds again. A model should call set_steps, whose keys are the device and the date.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
-	}, s, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), lo)
+	}, s, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), idem.ForApps(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "heartbeat",
 		Description: "Record a heartbeat with a note on a session. session_id and at are the keys: one heartbeat per " +
