@@ -31,7 +31,7 @@ func open(t testing.TB, path string, opts *sqlite.Options) *sqlite.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
-			return open(t, filepath.Join(t.TempDir(), "idem.db"), &sqlite.Options{Now: now, MaxDocumentBytes: maxDoc})
+			return open(t, filepath.Join(t.TempDir(), "idem.db"), &sqlite.Options{Now: now, MaxDocumentBytes: maxDoc, NoSweep: true})
 		},
 		MaxDocumentBytes: maxDoc,
 		Serialized:       true,
