@@ -47,7 +47,7 @@ func TestSweepRestsWhileCallsRun(t *testing.T) {
 	pool := poolWith(t, 4, pgx.QueryExecModeCacheStatement, nil, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
 	now := time.Now()
 	var clock sync.Mutex
-	s := newStore(t, pool, &postgres.Options{Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
+	s := newStore(t, pool, &postgres.Options{NoSweep: true, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
 	const docs = 300 // three batches
 	run(t, s, func(ctx context.Context, tx idem.Tx) error {
 		for i := range docs {
