@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -19,5 +20,12 @@ func TestConformance(t *testing.T) {
 		MaxDocumentBytes: 1 << 20,
 		Reader:           true,
 		Sweeper:          true,
+	})
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	storetest.BackgroundSweep(t, func(t *testing.T, now func() time.Time, o kit.SweepOptions) (idem.Store, func() error) {
+		s := memory.New(&memory.Options{Now: now, NoSweep: o.Off, SweepEvery: o.Every, OnSweep: o.Report})
+		return s, s.Close
 	})
 }

@@ -12,6 +12,7 @@ import (
 	sqlitedriver "modernc.org/sqlite"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/store/sqlite"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -360,4 +361,14 @@ func TestRunHonoursCancelWhileWaiting(t *testing.T) {
 	if !errors.Is(waited, context.DeadlineExceeded) {
 		t.Fatalf("waiting Run = %v, want context.DeadlineExceeded", waited)
 	}
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	storetest.BackgroundSweep(t, func(t *testing.T, now func() time.Time, o kit.SweepOptions) (idem.Store, func() error) {
+		s, err := sqlite.Open(filepath.Join(t.TempDir(), "bg.db"), &sqlite.Options{Now: now, NoSweep: o.Off, SweepEvery: o.Every, OnSweep: o.Report})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s, s.Close
+	})
 }
