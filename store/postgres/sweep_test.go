@@ -13,7 +13,9 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/store/postgres"
+	"github.com/idemkit/sdk/store/storetest"
 )
 
 // batchTracer records when each sweep statement began and ended.
@@ -91,4 +93,20 @@ func TestSweepRestsWhileCallsRun(t *testing.T) {
 			t.Errorf("batch %d began %v after batch %d, which took %v: a call was in progress", i+1, rest, i, took)
 		}
 	}
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	pool := newPool(t, 4)
+	storetest.BackgroundSweep(t, func(t *testing.T, now func() time.Time, o kit.SweepOptions) (idem.Store, func() error) {
+		// A table migrated before the store opens: the first round, after
+		// the test's short wait, must not come before Migrate.
+		table := newStore(t, pool, &postgres.Options{NoSweep: true})
+		prefix := strings.TrimSuffix(strings.Trim(table.Table(), `"`), "idem_docs")
+		s, err := postgres.New(pool, &postgres.Options{TablePrefix: prefix, Now: now, NoSweep: o.Off, SweepEvery: o.Every, OnSweep: o.Report})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { s.Close() }) // before the table is dropped
+		return s, s.Close
+	})
 }
