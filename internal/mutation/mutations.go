@@ -517,4 +517,42 @@ var mutations = []mutation{
 		Pkg:    "./store/memory",
 		Run:    "^TestConformance$",
 	},
+	// The background sweep: it runs without being asked, stops when it is
+	// turned off or its store is closed, and never keeps its store alive.
+	{
+		Name:   "kit/sweep-starts",
+		Guards: "a store that can sweep sweeps in the background, with nothing calling Sweep",
+		File:   "idem/backend/kit/sweep.go",
+		From:   "	if o.Off {\n		return nil\n	}",
+		To:     "	if true {\n		return nil\n	}",
+		Pkg:    "./store/memory",
+		Run:    "^TestBackgroundSweepReclaims$",
+	},
+	{
+		Name:   "kit/sweep-off",
+		Guards: "NoSweep turns the background sweep off",
+		File:   "idem/backend/kit/sweep.go",
+		From:   "	if o.Off {\n		return nil\n	}",
+		To:     "	if false {\n		return nil\n	}",
+		Pkg:    "./store/memory",
+		Run:    "^TestBackgroundSweep$/^Off$",
+	},
+	{
+		Name:   "kit/sweep-holds-store-weakly",
+		Guards: "the background sweep holds its store only during a round, so a store dropped without Close is collected and its sweep ends",
+		File:   "idem/backend/kit/sweep.go",
+		From:   "	go sweepLoop(ctx, s, weak.Make(owner), sweep, o, p)",
+		To:     "	go func() { defer runtime.KeepAlive(owner); sweepLoop(ctx, s, weak.Make(owner), sweep, o, p) }()",
+		Pkg:    "./idem/backend/kit",
+		Run:    "^TestSweepingEndsWithItsStore$",
+	},
+	{
+		Name:   "sqlite/close-stops-sweep",
+		Guards: "Close stops the SQLite store's background sweep",
+		File:   "store/sqlite/sqlite.go",
+		From:   "	s.background.Stop()\n",
+		To:     "\n",
+		Pkg:    "./store/sqlite",
+		Run:    "^TestBackgroundSweep$/^On$",
+	},
 }
