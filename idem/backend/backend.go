@@ -1,6 +1,6 @@
 // Package backend is the store contract of idemkit, for the authors of
 // backends: the Tx and Store interfaces a backend implements, the optional
-// capabilities (Reader, Sweeper), the sentinel errors it maps its native
+// capabilities (Reader, Sweeper, Expirer), the sentinel errors it maps its native
 // errors onto, and helpers that keep every backend in agreement (write
 // options, expiry, document encoding). Package kit (idem/backend/kit) holds
 // what the stores are built from: the options' defaults, the checks of every
@@ -175,8 +175,22 @@ type Reader interface {
 // A Sweeper deletes expired documents in batches, for backends whose
 // storage has no native time-to-live. It returns how many it deleted; a
 // result below limit means no expired document was left at the time.
+// idemkit's Sweepers also sweep themselves in the background from the
+// moment they are opened (see their Options.NoSweep).
 type Sweeper interface {
 	Sweep(ctx context.Context, limit int) (int, error)
+}
+
+// An Expirer is a Store whose database deletes expired documents by itself
+// with a native time-to-live (DynamoDB's TTL, a Firestore TTL policy), once
+// it is turned on for the field ExpiryField names: it has no Sweep, and no
+// process needs to sweep it. Without that time-to-live, expired documents
+// are never deleted: they read as absent all the same, and they take
+// storage for ever.
+type Expirer interface {
+	// ExpiryField names the attribute or field that holds a document's
+	// expiry, on which the database's time-to-live must be turned on.
+	ExpiryField() string
 }
 
 // The sentinel errors of the store contract. Backends wrap their native

@@ -46,7 +46,8 @@ func Open(ctx context.Context, spec string) (idem.Store, func(), error) {
 	}
 	switch scheme {
 	case "memory":
-		return memory.New(nil), func() {}, nil
+		s := memory.New(nil)
+		return s, func() { s.Close() }, nil
 	case "sqlite":
 		if rest == "" {
 			return nil, nil, errors.New("store sqlite: want sqlite:PATH")
@@ -86,10 +87,14 @@ func openPostgres(ctx context.Context, spec string) (idem.Store, func(), error) 
 		cancel()
 	}
 	if err != nil {
+		if s != nil {
+			s.Close()
+		}
 		pool.Close()
 		return nil, nil, fmt.Errorf("store postgres: %w", err)
 	}
-	return s, pool.Close, nil
+	// The store first: its background sweep stops before the pool closes.
+	return s, func() { s.Close(); pool.Close() }, nil
 }
 
 func openDynamo(ctx context.Context, spec string) (idem.Store, func(), error) {

@@ -83,10 +83,11 @@ type Store struct {
 }
 
 var (
-	_ backend.Store  = (*Store)(nil)
-	_ backend.Reader = (*Store)(nil)
-	_ backend.Tx     = (*tx)(nil)
-	_ kit.Source     = (*tx)(nil)
+	_ backend.Store   = (*Store)(nil)
+	_ backend.Reader  = (*Store)(nil)
+	_ backend.Expirer = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
+	_ kit.Source      = (*tx)(nil)
 )
 
 // New returns a Store that keeps its documents in table; nil opts means the
@@ -172,6 +173,12 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ExpiryField implements [backend.Expirer]: DynamoDB's TTL deletes expired
+// documents, once it is enabled on the table's expires_at attribute (which
+// CreateTable does). On a table made some other way, enable it yourself;
+// without it expired documents are never deleted (docs/dynamodb.md).
+func (s *Store) ExpiryField() string { return attrTTL }
 
 // Run implements idem.Store: fn runs in one optimistic transaction that
 // commits, when fn returns nil and wrote something, as one

@@ -126,6 +126,7 @@ func TestConformance(t *testing.T) {
 		MaxDocumentBytes:    dynamo.MaxItemBytes - 2<<10,
 		MaxTransactionItems: dynamo.MaxTransactionItems,
 		Reader:              true,
+		Expirer:             true,
 		As:                  []any{new(*dynamo.Writes)},
 		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
 			w, err := nativeWrites(tx)

@@ -94,13 +94,20 @@ type Store struct {
 }
 
 var (
-	_ backend.Store  = (*Store)(nil)
-	_ backend.Reader = (*Store)(nil)
-	_ backend.Tx     = (*tx)(nil)
-	_ kit.Source     = (*tx)(nil)
+	_ backend.Store   = (*Store)(nil)
+	_ backend.Reader  = (*Store)(nil)
+	_ backend.Expirer = (*Store)(nil)
+	_ backend.Tx      = (*tx)(nil)
+	_ kit.Source      = (*tx)(nil)
 )
 
 var validPrefix = regexp.MustCompile(`^([A-Za-z0-9-][A-Za-z0-9_-]{0,63})?$`)
+
+// ExpiryField implements [backend.Expirer]: Firestore deletes expired
+// documents once a TTL policy is enabled on FieldExpiresAt for each
+// collection group the store writes with an expiry (idem_ops for op
+// records). Without one they are never deleted (docs/firestore.md).
+func (s *Store) ExpiryField() string { return FieldExpiresAt }
 
 // New returns a Store on client; nil opts means the defaults. Every store's
 // constructor has this shape: its handle and *Options. Nothing needs

@@ -129,6 +129,7 @@ func TestConformance(t *testing.T) {
 		// at 8 a run lost 4 of 8 concurrent merges after 100 attempts each.
 		Concurrency: 8,
 		Reader:      true,
+		Expirer:     true,
 		As:          []any{new(*fs.Transaction)},
 		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {
 			ftx, err := nativeTx(tx)

@@ -41,6 +41,16 @@ type Options struct {
 	// MaxAttempts bounds how many times Run calls fn when it keeps losing
 	// to concurrent transactions. Default 64.
 	MaxAttempts int
+	// NoSweep turns off the background sweep of expired documents, which
+	// New otherwise starts (see Store.Close and docs/sweep.md).
+	NoSweep bool
+	// SweepEvery is the longest the background sweep waits between two
+	// rounds, when it finds little or nothing to delete. Default 1 minute.
+	SweepEvery time.Duration
+	// OnSweep, if set, is called after every round of the background
+	// sweep with what it deleted and its error. Nil logs the rounds that
+	// failed with slog.Default.
+	OnSweep func(kit.SweepRound)
 }
 
 // Store is an in-memory idem.Store. The zero value is not usable; call New.
@@ -56,6 +66,8 @@ type Store struct {
 	// expired and no sweep has deleted yet.
 	sweepMu sync.Mutex
 	swept   []backend.Key
+
+	sweeping *kit.Sweeping // the background sweep; nil when off
 }
 
 var (
@@ -76,20 +88,39 @@ type doc struct {
 // constructor has this shape: its handle (none here) and *Options. New
 // panics on a negative option, which is a mistake in the code that calls
 // it (the other stores' constructors return that error).
+//
+// Unless Options.NoSweep is set, New starts a background sweep of expired
+// documents, which Close stops (a Store dropped without Close stops it
+// when the garbage collector frees the Store).
 func New(opts *Options) *Store {
-	var o kit.Options
-	if opts != nil {
-		o = kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}
+	if opts == nil {
+		opts = &Options{}
 	}
-	o, err := o.Resolve("memory", kit.Options{Now: time.Now, MaxDocumentBytes: 1 << 20, MaxAttempts: 64})
+	o, err := kit.Options{Now: opts.Now, MaxDocumentBytes: opts.MaxDocumentBytes, MaxAttempts: opts.MaxAttempts}.
+		Resolve("memory", kit.Options{Now: time.Now, MaxDocumentBytes: 1 << 20, MaxAttempts: 64})
 	if err != nil {
 		panic(err)
 	}
-	return &Store{
+	every, err := kit.Default("memory", "SweepEvery", opts.SweepEvery, kit.SweepEvery)
+	if err != nil {
+		panic(err)
+	}
+	s := &Store{
 		opts:  o,
 		retry: kit.Retry{Store: "memory", MaxAttempts: o.MaxAttempts, Base: 50 * time.Microsecond, Cap: 20 * time.Millisecond},
 		docs:  make(map[backend.Key]doc),
 	}
+	s.sweeping = kit.StartSweeping(s, (*Store).Sweep,
+		kit.SweepOptions{Store: "memory", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
+	return s
+}
+
+// Close stops the background sweep and waits for a round in progress to
+// end. It releases nothing else: the Store stays usable, and Sweep can
+// still be called. It always returns nil.
+func (s *Store) Close() error {
+	s.sweeping.Stop()
+	return nil
 }
 
 var errConflictCommit = fmt.Errorf("%w: a document read or written changed before commit", backend.ErrConflict)

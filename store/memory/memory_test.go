@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -12,10 +13,19 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
-			return memory.New(&memory.Options{Now: now})
+			// The suite's sweep cases count what their own Sweep calls
+			// delete: no background sweep.
+			return memory.New(&memory.Options{Now: now, NoSweep: true})
 		},
 		MaxDocumentBytes: 1 << 20,
 		Reader:           true,
 		Sweeper:          true,
+	})
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	storetest.BackgroundSweep(t, func(t *testing.T, now func() time.Time, o kit.SweepOptions) (idem.Store, func() error) {
+		s := memory.New(&memory.Options{Now: now, NoSweep: o.Off, SweepEvery: o.Every, OnSweep: o.Report})
+		return s, s.Close
 	})
 }

@@ -14,6 +14,7 @@ func TestNegativeOptions(t *testing.T) {
 	for name, opts := range map[string]*memory.Options{
 		"MaxDocumentBytes": {MaxDocumentBytes: -1},
 		"MaxAttempts":      {MaxAttempts: -1},
+		"SweepEvery":       {SweepEvery: -1},
 	} {
 		func() {
 			defer func() {

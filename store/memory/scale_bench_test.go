@@ -18,7 +18,7 @@ import (
 func TestScale(t *testing.T) {
 	storebench.Scale(t, storebench.ScaleHarness{
 		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
-			s := memory.New(&memory.Options{Now: now})
+			s := memory.New(&memory.Options{Now: now, NoSweep: true}) // the benchmark sweeps
 			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				return loadOpRecords(ctx, s, n, 1000, first)
 			}}

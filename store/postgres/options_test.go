@@ -21,12 +21,15 @@ func TestNegativeOptions(t *testing.T) {
 	for name, opts := range map[string]*postgres.Options{
 		"MaxDocumentBytes": {MaxDocumentBytes: -1},
 		"MaxAttempts":      {MaxAttempts: -1},
+		"SweepEvery":       {SweepEvery: -1},
 	} {
 		if _, err := postgres.New(pool, opts); err == nil || !strings.Contains(err.Error(), "Options."+name+" may not be negative") {
 			t.Errorf("New with a negative %s: %v, want an error naming it", name, err)
 		}
 	}
-	if _, err := postgres.New(pool, &postgres.Options{}); err != nil {
-		t.Errorf("New with zero options: %v", err)
+	s, err := postgres.New(pool, &postgres.Options{})
+	if err != nil {
+		t.Fatalf("New with zero options: %v", err)
 	}
+	s.Close()
 }

@@ -374,6 +374,7 @@ func TestLoadBehindPgBouncer(t *testing.T) {
 
 			// The restart: the old pool's client connections close; the
 			// server connections behind PgBouncer stay.
+			app.store.Close()
 			app.pool.Close()
 			app, err = db.start(pooledPool(t, workers, mode), log)
 			if err != nil {
@@ -490,6 +491,7 @@ func TestDefaultModeBehindPgBouncer(t *testing.T) {
 			t.Errorf("start %d: %s", start+1, w)
 		}
 		t.Logf("start %d: %d calls: %s; %d failed", start+1, len(this), summary, len(this)-len(ok))
+		app.store.Close()
 		pool.Close()
 	}
 	rows := db.rowsPerOp(t)

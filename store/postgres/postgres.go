@@ -64,6 +64,17 @@ type Options struct {
 	// MaxAttempts bounds how many times Run calls fn when it keeps losing to
 	// concurrent transactions. Default 32.
 	MaxAttempts int
+	// NoSweep turns off the background sweep of expired documents, which
+	// New otherwise starts and Close stops, for a deployment that runs one
+	// sweeping process of its own (docs/sweep.md).
+	NoSweep bool
+	// SweepEvery is the longest the background sweep waits between two
+	// rounds, when it finds little or nothing to delete. Default 1 minute.
+	SweepEvery time.Duration
+	// OnSweep, if set, is called after every round of the background
+	// sweep with what it deleted and its error. Nil logs the rounds that
+	// failed with slog.Default.
+	OnSweep func(kit.SweepRound)
 }
 
 // Store is an idem.Store on a PostgreSQL database. It is safe for concurrent
@@ -89,6 +100,8 @@ type Store struct {
 	sweepMu   sync.Mutex
 	sweepFrom pgtype.Timestamptz
 	sweepRest time.Time
+
+	background *kit.Sweeping // the background sweep; nil when off
 }
 
 var (
@@ -102,6 +115,11 @@ var (
 // means the defaults. It does not touch the database: call Migrate before the
 // first Run. It fails on a nil pool, a negative option or a malformed
 // TablePrefix.
+//
+// Unless Options.NoSweep is set, New starts a background sweep of expired
+// documents, whose first round comes a second later (Migrate first). The
+// Store does not own pool: call Close, which stops the sweep, before
+// closing pool.
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("postgres: New needs a pool")
@@ -114,12 +132,30 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	every, err := kit.Default("postgres", "SweepEvery", opts.SweepEvery, kit.SweepEvery)
+	if err != nil {
+		return nil, err
+	}
 	if err := validPrefix(opts.TablePrefix); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, opts: o, q: newQueries(opts.TablePrefix), sweepFrom: sweepStart,
+	s := &Store{pool: pool, opts: o, q: newQueries(opts.TablePrefix), sweepFrom: sweepStart,
 		retry: kit.Retry{Store: "postgres", MaxAttempts: o.MaxAttempts, Base: 500 * time.Microsecond, Cap: 50 * time.Millisecond},
-		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}, nil
+		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
+	s.background = kit.StartSweeping(s, (*Store).Sweep,
+		kit.SweepOptions{Store: "postgres", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
+	return s, nil
+}
+
+// Close stops the background sweep and waits for a round in progress to
+// end (it is cancelled). It does not close the pool, which the Store does
+// not own, and releases nothing else: Run, Read and Sweep go on working
+// until the pool is closed. Close the Store before the pool: a sweep round
+// on a closed pool fails, and is reported (Options.OnSweep), until the
+// Store is closed or garbage collected. It always returns nil.
+func (s *Store) Close() error {
+	s.background.Stop()
+	return nil
 }
 
 func validPrefix(p string) error {

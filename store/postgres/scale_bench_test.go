@@ -19,7 +19,7 @@ func TestScale(t *testing.T) {
 	storebench.Scale(t, storebench.ScaleHarness{
 		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			pool := newPool(t, 8)
-			s := newStore(t, pool, &postgres.Options{Now: now})
+			s := newStore(t, pool, &postgres.Options{Now: now, NoSweep: true}) // the benchmark sweeps
 			// The version sequence is named after the table.
 			seq := strings.TrimSuffix(s.Table(), `"`) + `_version_seq"`
 			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/store/postgres"
+	"github.com/idemkit/sdk/store/storetest"
 )
 
 // batchTracer records when each sweep statement began and ended.
@@ -47,7 +49,7 @@ func TestSweepRestsWhileCallsRun(t *testing.T) {
 	pool := poolWith(t, 4, pgx.QueryExecModeCacheStatement, nil, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
 	now := time.Now()
 	var clock sync.Mutex
-	s := newStore(t, pool, &postgres.Options{Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
+	s := newStore(t, pool, &postgres.Options{NoSweep: true, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
 	const docs = 300 // three batches
 	run(t, s, func(ctx context.Context, tx idem.Tx) error {
 		for i := range docs {
@@ -91,4 +93,20 @@ func TestSweepRestsWhileCallsRun(t *testing.T) {
 			t.Errorf("batch %d began %v after batch %d, which took %v: a call was in progress", i+1, rest, i, took)
 		}
 	}
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	pool := newPool(t, 4)
+	storetest.BackgroundSweep(t, func(t *testing.T, now func() time.Time, o kit.SweepOptions) (idem.Store, func() error) {
+		// A table migrated before the store opens: the first round, after
+		// the test's short wait, must not come before Migrate.
+		table := newStore(t, pool, &postgres.Options{NoSweep: true})
+		prefix := strings.TrimSuffix(strings.Trim(table.Table(), `"`), "idem_docs")
+		s, err := postgres.New(pool, &postgres.Options{TablePrefix: prefix, Now: now, NoSweep: o.Off, SweepEvery: o.Every, OnSweep: o.Report})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { s.Close() }) // before the table is dropped
+		return s, s.Close
+	})
 }

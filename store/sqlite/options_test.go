@@ -16,6 +16,7 @@ func TestNegativeOptions(t *testing.T) {
 		"MaxDocumentBytes": {MaxDocumentBytes: -1},
 		"MaxAttempts":      {MaxAttempts: -1},
 		"BusyTimeout":      {BusyTimeout: -1},
+		"SweepEvery":       {SweepEvery: -1},
 	} {
 		if s, err := sqlite.Open(path, opts); err == nil || !strings.Contains(err.Error(), "Options."+name+" may not be negative") {
 			if s != nil {

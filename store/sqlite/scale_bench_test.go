@@ -18,7 +18,7 @@ func TestScale(t *testing.T) {
 	storebench.Scale(t, storebench.ScaleHarness{
 		New: func(t *testing.T, now func() time.Time) storebench.ScaleStore {
 			path := filepath.Join(t.TempDir(), "scale.db")
-			s := open(t, path, &sqlite.Options{Now: now})
+			s := open(t, path, &sqlite.Options{Now: now, NoSweep: true}) // the benchmark sweeps
 			return storebench.ScaleStore{Store: s, Load: func(ctx context.Context, n int, first time.Time) error {
 				return loadOpRecords(ctx, path, n, first)
 			}}

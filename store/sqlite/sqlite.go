@@ -75,6 +75,17 @@ type Options struct {
 	// MaxAttempts bounds how many times Run calls fn when fn returns an
 	// error wrapping idem.ErrConflict or the database stays busy. Default 16.
 	MaxAttempts int
+	// NoSweep turns off the background sweep of expired documents, which
+	// Open otherwise starts and Close stops, for a deployment that runs one
+	// sweeping process of its own (docs/sweep.md).
+	NoSweep bool
+	// SweepEvery is the longest the background sweep waits between two
+	// rounds, when it finds little or nothing to delete. Default 1 minute.
+	SweepEvery time.Duration
+	// OnSweep, if set, is called after every round of the background
+	// sweep with what it deleted and its error. Nil logs the rounds that
+	// failed with slog.Default.
+	OnSweep func(kit.SweepRound)
 }
 
 // Store is an idem.Store in a SQLite database file. It is safe for
@@ -112,6 +123,8 @@ type Store struct {
 	// checkpoint.
 	uncheckpointed int
 	checkpointAt   int
+
+	background *kit.Sweeping // the background sweep; nil when off
 }
 
 var (
@@ -245,6 +258,10 @@ func Open(path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	every, err := kit.Default("sqlite", "SweepEvery", opts.SweepEvery, kit.SweepEvery)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
 		opts:         o,
 		retry:        kit.Retry{Store: "sqlite", MaxAttempts: o.MaxAttempts, Base: 100 * time.Microsecond, Cap: 20 * time.Millisecond},
@@ -275,6 +292,8 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: preparing a statement: %w", err)
 	}
 	s.db = db
+	s.background = kit.StartSweeping(s, (*Store).Sweep,
+		kit.SweepOptions{Store: "sqlite", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
 	return s, nil
 }
 
@@ -291,14 +310,16 @@ func dsn(path string, busy time.Duration) string {
 	return u + "?_pragma=busy_timeout(" + ms + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 }
 
-// Close makes waiting and later Runs fail, waits (at most the busy timeout)
-// for the Run or Sweep in progress to finish, and closes the database. A Run
-// still in fn after that does not commit, and Close returns an error saying
-// so. Close must not be called from inside fn.
+// Close stops the background sweep (cancelling a round in progress and
+// waiting for it), makes waiting and later Runs fail, waits (at most the
+// busy timeout) for the Run or Sweep in progress to finish, and closes the
+// database. A Run still in fn after that does not commit, and Close returns
+// an error saying so. Close must not be called from inside fn.
 func (s *Store) Close() error {
 	if !s.closing.CompareAndSwap(false, true) {
 		return errClosedStore
 	}
+	s.background.Stop()
 	close(s.done)
 	t := time.NewTimer(s.busy)
 	defer t.Stop()

@@ -12,6 +12,7 @@ import (
 	sqlitedriver "modernc.org/sqlite"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend/kit"
 	"github.com/idemkit/sdk/store/sqlite"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -31,7 +32,7 @@ func open(t testing.TB, path string, opts *sqlite.Options) *sqlite.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
-			return open(t, filepath.Join(t.TempDir(), "idem.db"), &sqlite.Options{Now: now, MaxDocumentBytes: maxDoc})
+			return open(t, filepath.Join(t.TempDir(), "idem.db"), &sqlite.Options{Now: now, MaxDocumentBytes: maxDoc, NoSweep: true})
 		},
 		MaxDocumentBytes: maxDoc,
 		Serialized:       true,
@@ -360,4 +361,14 @@ func TestRunHonoursCancelWhileWaiting(t *testing.T) {
 	if !errors.Is(waited, context.DeadlineExceeded) {
 		t.Fatalf("waiting Run = %v, want context.DeadlineExceeded", waited)
 	}
+}
+
+func TestBackgroundSweep(t *testing.T) {
+	storetest.BackgroundSweep(t, func(t *testing.T, now func() time.Time, o kit.SweepOptions) (idem.Store, func() error) {
+		s, err := sqlite.Open(filepath.Join(t.TempDir(), "bg.db"), &sqlite.Options{Now: now, NoSweep: o.Off, SweepEvery: o.Every, OnSweep: o.Report})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s, s.Close
+	})
 }

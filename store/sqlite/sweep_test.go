@@ -100,7 +100,7 @@ func TestSweepTransactionsAreSmall(t *testing.T) {
 	const docs, bound = 400, 16
 	w := watchCommits(t, "sweepwatch")
 	clock := storetest.NewClock(time.Unix(1_700_000_000, 0))
-	s := open(t, filepath.Join(t.TempDir(), "sweepwatch.db"), &sqlite.Options{Now: clock.Now})
+	s := open(t, filepath.Join(t.TempDir(), "sweepwatch.db"), &sqlite.Options{Now: clock.Now, NoSweep: true})
 	ctx := t.Context()
 	putExpiring(t, s, clock, docs)
 	clock.Advance(time.Minute)
@@ -148,7 +148,7 @@ func TestSweepKeepsTheWALSmall(t *testing.T) {
 	const docs = 8000
 	clock := storetest.NewClock(time.Unix(1_700_000_000, 0))
 	path := filepath.Join(t.TempDir(), "wal.db")
-	s := open(t, path, &sqlite.Options{Now: clock.Now})
+	s := open(t, path, &sqlite.Options{Now: clock.Now, NoSweep: true})
 	putExpiring(t, s, clock, docs)
 	clock.Advance(time.Minute)
 
@@ -199,7 +199,7 @@ func TestRunsGoBeforeSweepBatches(t *testing.T) {
 	const docs = 64
 	w := watchCommits(t, "sweepyield")
 	clock := storetest.NewClock(time.Unix(1_700_000_000, 0))
-	s := open(t, filepath.Join(t.TempDir(), "sweepyield.db"), &sqlite.Options{Now: clock.Now})
+	s := open(t, filepath.Join(t.TempDir(), "sweepyield.db"), &sqlite.Options{Now: clock.Now, NoSweep: true})
 	putExpiring(t, s, clock, docs)
 	clock.Advance(time.Minute)
 	ctx := t.Context()

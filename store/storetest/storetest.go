@@ -39,11 +39,11 @@ type Harness struct {
 	// suite checks that one byte more fails with idem.ErrTooLarge.
 	MaxDocumentBytes int
 
-	// Reader and Sweeper declare the optional capabilities the store has
-	// ([backend.Reader], [backend.Sweeper]). The suite tests each one
-	// declared, and fails if a store lacks one its harness declares or has
-	// one its harness does not.
-	Reader, Sweeper bool
+	// Reader, Sweeper and Expirer declare the optional capabilities the
+	// store has ([backend.Reader], [backend.Sweeper], [backend.Expirer]).
+	// The suite tests each one declared, and fails if a store lacks one
+	// its harness declares or has one its harness does not.
+	Reader, Sweeper, Expirer bool
 
 	// As lists the native handles Tx.As hands out, each as a pointer to a
 	// variable of its type: new(*sql.Conn), new(pgx.Tx). The suite checks
@@ -117,17 +117,24 @@ func testCapabilities(t *testing.T, h Harness) {
 func capabilityErrors(s idem.Store, h Harness) []string {
 	_, reader := s.(backend.Reader)
 	_, sweeper := s.(backend.Sweeper)
+	expirer, isExpirer := s.(backend.Expirer)
 	var errs []string
 	for _, c := range []struct {
 		name          string
 		has, declared bool
-	}{{"backend.Reader", reader, h.Reader}, {"backend.Sweeper", sweeper, h.Sweeper}} {
+	}{{"backend.Reader", reader, h.Reader}, {"backend.Sweeper", sweeper, h.Sweeper}, {"backend.Expirer", isExpirer, h.Expirer}} {
 		switch {
 		case c.declared && !c.has:
 			errs = append(errs, fmt.Sprintf("the harness declares %s, and %T does not implement it", c.name, s))
 		case c.has && !c.declared:
 			errs = append(errs, fmt.Sprintf("%T implements %s: declare it in the harness, so that the suite tests it", s, c.name))
 		}
+	}
+	switch {
+	case sweeper && isExpirer:
+		errs = append(errs, fmt.Sprintf("%T is both a backend.Sweeper and a backend.Expirer: who deletes expired documents?", s))
+	case isExpirer && expirer.ExpiryField() == "":
+		errs = append(errs, fmt.Sprintf("%T is a backend.Expirer that names no ExpiryField", s))
 	}
 	return errs
 }

@@ -13,7 +13,9 @@ import (
 // its store has, fails Capabilities: a store does not pass by skipping.
 func TestCapabilityErrors(t *testing.T) {
 	s := memory.New(nil)
+	defer s.Close()
 	hidden := struct{ idem.Store }{s} // neither Reader nor Sweeper
+	exp := expirer{hidden, "expires_at"}
 	cases := []struct {
 		name string
 		s    idem.Store
@@ -24,6 +26,11 @@ func TestCapabilityErrors(t *testing.T) {
 		{"none declared, none present", hidden, Harness{}, nil},
 		{"declared, missing", hidden, Harness{Reader: true, Sweeper: true}, []string{"declares backend.Reader", "declares backend.Sweeper"}},
 		{"present, not declared", s, Harness{Sweeper: true}, []string{"implements backend.Reader"}},
+		{"expirer declared", exp, Harness{Expirer: true}, nil},
+		{"expirer not declared", exp, Harness{}, []string{"implements backend.Expirer"}},
+		{"expirer declared, missing", s, Harness{Reader: true, Sweeper: true, Expirer: true}, []string{"declares backend.Expirer"}},
+		{"expirer without a field", expirer{hidden, ""}, Harness{Expirer: true}, []string{"names no ExpiryField"}},
+		{"sweeper and expirer", sweepExpirer{s}, Harness{Reader: true, Sweeper: true, Expirer: true}, []string{"both"}},
 	}
 	for _, c := range cases {
 		errs := capabilityErrors(c.s, c.h)
@@ -32,3 +39,14 @@ func TestCapabilityErrors(t *testing.T) {
 		}
 	}
 }
+
+type expirer struct {
+	idem.Store
+	field string
+}
+
+func (e expirer) ExpiryField() string { return e.field }
+
+type sweepExpirer struct{ *memory.Store }
+
+func (sweepExpirer) ExpiryField() string { return "expires_at" }

@@ -2,9 +2,10 @@
 // a thin adapter over its database: the options every store takes and one
 // rule for their defaults ([Options.Resolve]), the checks every Tx method
 // makes before it touches the store ([Gate]), the retry loop of Run with its
-// backoff ([Retry]), and a transaction that reads through the backend and
+// backoff ([Retry]), a transaction that reads through the backend and
 // buffers its writes until the commit ([Buffer]), which the memory,
-// DynamoDB and Firestore stores build on.
+// DynamoDB and Firestore stores build on, and the background sweep of the
+// stores that sweep ([StartSweeping]).
 //
 // Package backend is the contract a store implements; kit is one way to
 // implement it, and imports no database.

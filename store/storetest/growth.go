@@ -1,0 +1,46 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+)
+
+type labelIn struct {
+	Label string `json:"label"`
+}
+
+type labelOut struct {
+	Label string `json:"label"`
+}
+
+// FillOpRecords makes n first calls of a tool served on s through the idem
+// middleware (idem.RequireOpID, idem.TTL(ttl), idem.Clock(now)), each with
+// an op id of its own and a label of size bytes that the tool answers back,
+// as a client that sends a new op id with every call would. Each call
+// leaves an op record that holds its answer (the label twice: text and
+// structured content) and expires at now()+ttl. The growth tests of the
+// stores that sweep measure the store before, after, and once their
+// background sweep has deleted the expired records (docs/sweep.md).
+func FillOpRecords(t *testing.T, s idem.Store, now func() time.Time, ttl time.Duration, n, size int) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "growth", Version: "v0"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "label"}, s,
+		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in labelIn) (*mcp.CallToolResult, labelOut, error) {
+			return nil, labelOut(in), nil
+		}, idem.RequireOpID(), idem.TTL(ttl), idem.Clock(now))
+	cs := connectTo(t, srv, nil)
+	label := strings.Repeat("x", size)
+	for i := range n {
+		res := callTool(t, cs, "label", map[string]any{"label": label, "op_id": fmt.Sprintf("growth-%d-%d", time.Now().UnixNano(), i)}, nil)
+		if res.IsError {
+			t.Fatalf("call %d: %s", i, resultText(res))
+		}
+	}
+}
