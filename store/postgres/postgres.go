@@ -143,7 +143,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 		retry: kit.Retry{Store: "postgres", MaxAttempts: o.MaxAttempts, Base: 500 * time.Microsecond, Cap: 50 * time.Millisecond},
 		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	s.background = kit.StartSweeping(s, (*Store).Sweep,
-		kit.SweepOptions{Store: "postgres", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
+		kit.SweepOptions{Store: "postgresql", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
 	return s, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"time"
 	"weak"
+
+	"github.com/idemkit/sdk/internal/telemetry"
 )
 
 // The background sweep's defaults (docs/sweep.md).
@@ -37,7 +39,9 @@ type SweepRound struct {
 
 // SweepOptions configure a store's background sweep.
 type SweepOptions struct {
-	// Store names the store in SweepRound and in logged errors.
+	// Store names the store in SweepRound, in logged errors and in the
+	// sweep metrics (idemkit.sweep.*), as db.system.name spells it
+	// ("sqlite", "postgresql", "memory").
 	Store string
 	// Off starts no sweep: a deployment that runs one sweeping process of
 	// its own turns it off in the others.
@@ -126,6 +130,7 @@ func sweepLoop[T any](ctx context.Context, s *Sweeping, owner weak.Pointer[T], s
 		}
 		took := time.Since(start)
 		next := p.next(n, took, err)
+		telemetry.SweepPass(ctx, o.Store, int64(n), err)
 		o.Report(SweepRound{Store: o.Store, Deleted: n, Took: took, Err: err, Next: next})
 		t.Reset(next)
 	}
