@@ -67,12 +67,11 @@ func (l Limits) Serve(ctx context.Context, stop func(), log *slog.Logger, h http
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadTimeout,
-		// No ReadTimeout: net/http would cancel a call's context when it
-		// passes; bodies get theirs from the handler (Limits.bodies).
-		WriteTimeout:   l.WriteTimeout,
-		IdleTimeout:    l.IdleTimeout,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if l.IdleTimeout == 0 {
 		hs.IdleTimeout = -1 // net/http would use ReadHeaderTimeout

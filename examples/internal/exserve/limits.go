@@ -35,9 +35,9 @@ type Limits struct {
 	// callers are one user without -user) being handled at once; one more
 	// is answered with JSON-RPC error CodeTooManyCalls and does not run.
 	MaxCallsPerUser int
-	// ReadTimeout bounds the wait for a request's headers, and then again
-	// for its body: a client trickling them is answered 408 (or cut off).
-	// It does not cover the call itself.
+	// ReadTimeout bounds the wait for a request's headers and body: a
+	// client trickling them is answered 408 (or cut off). It does not cover
+	// the call itself: net/http lifts the deadline once the body is read.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds a request from the end of its headers to the end
 	// of its answer: a call that takes longer, or a client that does not
@@ -93,8 +93,9 @@ func (l Limits) Handler(srv *mcp.Server, users Users) http.Handler {
 	if l.MaxCallsPerUser > 0 {
 		srv.AddReceivingMiddleware(perUser(l.MaxCallsPerUser))
 	}
+	// bodies reads the body first, so it applies the go-sdk's limit too.
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: l.MaxBody})
+		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: -1})
 	h = l.bodies(h)
 	if len(users) > 0 {
 		h = users.require(h)
@@ -107,34 +108,25 @@ func (l Limits) Handler(srv *mcp.Server, users Users) http.Handler {
 	return mux
 }
 
-// bodies reads a POST's body before next sees it: within ReadTimeout (the
-// go-sdk reads it with no deadline of its own, and the server's
-// ReadTimeout would also end calls that run longer: net/http cancels the
-// request's context when the connection's read deadline passes), at most
-// MaxBody bytes, and at most MaxBatch messages.
+// bodies reads a POST's body before next sees it: at most MaxBody bytes
+// (or the go-sdk's default) and at most MaxBatch messages. The server's
+// ReadTimeout bounds the read.
 func (l Limits) bodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rc := http.NewResponseController(w)
-		if l.ReadTimeout > 0 {
-			_ = rc.SetReadDeadline(time.Now().Add(l.ReadTimeout))
+		maxBody := l.MaxBody
+		if maxBody == 0 {
+			maxBody = mcp.DefaultMaxRequestBodyBytes
 		}
-		body := r.Body
-		if l.MaxBody > 0 {
-			body = http.MaxBytesReader(w, body, l.MaxBody)
-		}
-		b, err := io.ReadAll(body)
-		if l.ReadTimeout > 0 {
-			_ = rc.SetReadDeadline(time.Time{}) // the call may take longer than reading it
-		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		var tooLarge *http.MaxBytesError
 		var ne net.Error
 		switch {
 		case errors.As(err, &tooLarge):
-			http.Error(w, fmt.Sprintf("413 request body larger than %d bytes (the server's -max-body)", l.MaxBody), http.StatusRequestEntityTooLarge)
+			http.Error(w, fmt.Sprintf("413 request body larger than %d bytes (the server's -max-body)", maxBody), http.StatusRequestEntityTooLarge)
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 			w.Header().Set("Connection", "close")

@@ -145,8 +145,9 @@ func TestSlowBodyTimesOut(t *testing.T) {
 }
 
 // A call that runs longer than ReadTimeout is answered: the timeout covers
-// reading the request, not the call (net/http's ReadTimeout would cancel
-// the call's context when it passes).
+// reading the request, not the call (net/http lifts the connection's read
+// deadline once the body is read; were it kept, its expiry would cancel
+// the request's context).
 func TestLongCallOutlivesReadTimeout(t *testing.T) {
 	srv, _, h := holdingServer(t)
 	lim := testLimits()
