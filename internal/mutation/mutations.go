@@ -539,10 +539,10 @@ var mutations = []mutation{
 	},
 	{
 		Name:   "exserve/calls-per-user",
-		Guards: "a user with -max-calls requests in progress is refused one more",
+		Guards: "a user with -max-calls calls in progress waits for a slot, or is refused when as many wait",
 		File:   "examples/internal/exserve/limits.go",
-		From:   "if running[user] >= max {",
-		To:     "if false {",
+		From:   "if u.running+n <= g.max {",
+		To:     "if true {",
 		Pkg:    "./examples/internal/exserve",
 		Run:    "^TestCallsPerUser$",
 	},

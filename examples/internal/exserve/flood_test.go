@@ -123,18 +123,24 @@ func post(c *http.Client, url, token, version, body string) (int, []byte, error)
 
 // startServer serves srv over a loopback listener with users a and b, as
 // Run does with lim, and returns the endpoint URL.
-func startServer(b testing.TB, srv *mcp.Server, lim Limits) string {
+func startServer(t testing.TB, srv *mcp.Server, lim Limits) string {
+	url, _ := startServerGate(t, srv, lim)
+	return url
+}
+
+// startServerGate is startServer, returning the gate of the users' calls
+// too.
+func startServerGate(t testing.TB, srv *mcp.Server, lim Limits) (string, *gate) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
+	h, g := lim.handler(srv, Users{"tok-a": "a", "tok-b": "b"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- lim.Serve(ctx, func() {}, discardLog(), lim.Handler(srv, Users{"tok-a": "a", "tok-b": "b"}), ln)
-	}()
-	b.Cleanup(func() { cancel(); <-done })
-	return EndpointURL(ln.Addr())
+	go func() { done <- lim.Serve(ctx, func() {}, discardLog(), h, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return EndpointURL(ln.Addr()), g
 }
 
 // BenchmarkFlood times user b's reads, one at a time, while user a floods

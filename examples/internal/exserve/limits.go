@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,9 +31,11 @@ type Limits struct {
 	// an MCP-Protocol-Version header as one); a larger batch is answered
 	// 400 and nothing in it runs.
 	MaxBatch int
-	// MaxCallsPerUser is the most requests of one user (bearer token; all
-	// callers are one user without -user) being handled at once; one more
-	// is answered with JSON-RPC error CodeTooManyCalls and does not run.
+	// MaxCallsPerUser is the most JSON-RPC messages of one user (bearer
+	// token; all callers are one user without -user) being handled at
+	// once, a batch counting its length. As many requests more wait for a
+	// slot; beyond that a request is answered 429 with Retry-After and
+	// does not run.
 	MaxCallsPerUser int
 	// ReadTimeout bounds the wait for a request's headers and body: a
 	// client trickling them is answered 408 (or cut off). It does not cover
@@ -61,11 +63,6 @@ func DefaultLimits() Limits {
 	}
 }
 
-// CodeTooManyCalls is the JSON-RPC error code of a request refused because
-// its user has MaxCallsPerUser requests being handled: retry once one of
-// them is answered. It is in the range JSON-RPC leaves to servers.
-const CodeTooManyCalls = -32029
-
 // check refuses limits that cannot work.
 func (l Limits) check() error {
 	switch {
@@ -87,16 +84,19 @@ func Handler(srv *mcp.Server, users Users) http.Handler {
 // (every client we test works with its defaults, and the tools keep
 // nothing in a session), behind a bearer-token check when users are given
 // (a call's scope is then its user), with l's limits on bodies, batches
-// and each user's calls. It adds the per-user limit to srv as a receiving
-// middleware: call it once per server.
+// and each user's calls.
 func (l Limits) Handler(srv *mcp.Server, users Users) http.Handler {
-	if l.MaxCallsPerUser > 0 {
-		srv.AddReceivingMiddleware(perUser(l.MaxCallsPerUser))
-	}
+	h, _ := l.handler(srv, users)
+	return h
+}
+
+// handler is Handler, with the gate that counts each user's calls.
+func (l Limits) handler(srv *mcp.Server, users Users) (http.Handler, *gate) {
 	// bodies reads the body first, so it applies the go-sdk's limit too.
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: -1})
-	h = l.bodies(h)
+	g := &gate{max: l.MaxCallsPerUser, users: map[string]*slots{}}
+	h = l.bodies(g, h)
 	if len(users) > 0 {
 		h = users.require(h)
 	}
@@ -105,13 +105,14 @@ func (l Limits) Handler(srv *mcp.Server, users Users) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 not found: the MCP endpoint of this server is "+Path+" (streamable HTTP)", http.StatusNotFound)
 	})
-	return mux
+	return mux, g
 }
 
 // bodies reads a POST's body before next sees it: at most MaxBody bytes
-// (or the go-sdk's default) and at most MaxBatch messages. The server's
-// ReadTimeout bounds the read.
-func (l Limits) bodies(next http.Handler) http.Handler {
+// (or the go-sdk's default) and at most MaxBatch messages, and passes it
+// on once g has a slot for each message. The server's ReadTimeout bounds
+// the read.
+func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
@@ -140,6 +141,17 @@ func (l Limits) bodies(next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d in one request (the server's -max-batch); send them one per request", n, l.MaxBatch), http.StatusBadRequest)
 			return
 		}
+		user := ""
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			user = ti.UserID
+		}
+		n := messages(b)
+		if !g.acquire(r.Context(), user, n) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("429 too many calls of this user in progress: at most %d at once and as many waiting (the server's -max-calls); retry once one is answered", g.max), http.StatusTooManyRequests)
+			return
+		}
+		defer g.release(user, n)
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		next.ServeHTTP(w, r)
 	})
@@ -159,35 +171,90 @@ func messages(body []byte) int {
 	return len(batch)
 }
 
-// perUser is a receiving middleware that lets each user have at most max
-// requests being handled at once. It counts in the server, not per HTTP
-// request, so that a call whose client went away still counts until it
-// ends.
-func perUser(max int) mcp.Middleware {
-	var mu sync.Mutex
-	running := map[string]int{} // user -> requests being handled; guarded by mu
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			user := ""
-			if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
-				user = ex.TokenInfo.UserID
-			}
-			mu.Lock()
-			if running[user] >= max {
-				mu.Unlock()
-				return nil, &jsonrpc.Error{Code: CodeTooManyCalls,
-					Message: fmt.Sprintf("too many requests in progress for this user: at most %d at once (the server's -max-calls); retry when one is answered", max)}
-			}
-			running[user]++
-			mu.Unlock()
-			defer func() {
-				mu.Lock()
-				defer mu.Unlock()
-				if running[user]--; running[user] == 0 {
-					delete(running, user)
-				}
-			}()
-			return next(ctx, method, req)
+// gate lets each user have at most max messages being handled at once,
+// and as many more waiting for a slot; 0 lets everything through. A
+// refusal is an HTTP answer, before the go-sdk makes a session, so that a
+// flood of them costs little. A request whose client goes away releases
+// its slots when its handler returns: the go-sdk then cancels its calls.
+type gate struct {
+	max   int
+	mu    sync.Mutex
+	users map[string]*slots // guarded by mu; an entry lives while in use
+}
+
+// slots are one user's count; guarded by gate.mu.
+type slots struct {
+	running, waiting int
+	freed            chan struct{} // closed, and replaced, when slots are released
+}
+
+// acquire takes n slots of user's, waiting while others hold them; it
+// reports false, having taken none, when max more already wait (or ctx ends
+// first).
+func (g *gate) acquire(ctx context.Context, user string, n int) bool {
+	if g.max == 0 {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.users[user]
+	if u == nil {
+		u = &slots{freed: make(chan struct{})}
+		g.users[user] = u
+	}
+	if u.running+n <= g.max {
+		u.running += n
+		return true
+	}
+	if u.waiting >= g.max || n > g.max {
+		if u.running == 0 && u.waiting == 0 {
+			delete(g.users, user)
+		}
+		return false
+	}
+	u.waiting++
+	defer func() {
+		if u.waiting--; u.running == 0 && u.waiting == 0 {
+			delete(g.users, user)
+		}
+	}()
+	for u.running+n > g.max {
+		freed := u.freed
+		g.mu.Unlock()
+		select {
+		case <-freed:
+			g.mu.Lock()
+		case <-ctx.Done():
+			g.mu.Lock()
+			return false
 		}
 	}
+	u.running += n
+	return true
+}
+
+// release gives back n slots of user's.
+func (g *gate) release(user string, n int) {
+	if g.max == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.users[user]
+	u.running -= n
+	close(u.freed)
+	u.freed = make(chan struct{})
+	if u.running == 0 && u.waiting == 0 {
+		delete(g.users, user)
+	}
+}
+
+// waiting returns how many of user's requests wait for a slot.
+func (g *gate) waiting(user string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if u := g.users[user]; u != nil {
+		return u.waiting
+	}
+	return 0
 }
