@@ -52,10 +52,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"focus -demo",
 		"focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob",
 		"focus -store postgres://localhost/focus   # stdio, on PostgreSQL")
-	if err := f.Parse(fs, args); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			log.Error(err.Error())
-		}
+	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		log.Error(err.Error())
 		return 2
 	}
 

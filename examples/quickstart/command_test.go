@@ -231,3 +231,19 @@ func TestDemoRunsTheSameEachTime(t *testing.T) {
 		t.Fatalf("the demo left %v in its folder", left)
 	}
 }
+
+// TestHelpShowsExamples runs -h: it exits 0 and shows the example lines
+// and the shared flags, the limits among them.
+func TestHelpShowsExamples(t *testing.T) {
+	cmd := exec.Command(quickstartBinary(t), "-h")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("-h: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"Examples:\n  quickstart -demo\n", "-store", "-db", "-user", "-max-calls", "docs/serving.md"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}

@@ -137,10 +137,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		f.Store = "sqlite:" + path
 		return nil
 	})
-	if err := f.Parse(fs, args); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			log.Error(err.Error())
-		}
+	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		log.Error(err.Error())
 		return 2
 	}
 

@@ -58,10 +58,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"stories -http 127.0.0.1:8080 -user TOKEN=alice -user OTHER=bob",
 		"stories -store postgres://localhost/stories   # stdio, on PostgreSQL")
 	social := fs.String("social", "", "post to the social service at this loopback URL (default: one started in this process)")
-	if err := f.Parse(fs, args); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			log.Error(err.Error())
-		}
+	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		log.Error(err.Error())
 		return 2
 	}
 	if err := checkSocial(f.Demo, *social); err != nil {
