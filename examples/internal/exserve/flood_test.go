@@ -151,7 +151,7 @@ func startServerGate(t testing.TB, srv *mcp.Server, lim Limits) (string, *gate) 
 // DefaultLimits. It reports b's p50, p99 and slowest read in ms, and the
 // writes a got committed per second. Keep it short:
 //
-//	go test -run '^$' -bench Flood -benchtime 200x ./examples/internal/exserve
+//	go test -run '^$' -bench Flood -benchtime 60x ./examples/internal/exserve
 func BenchmarkFlood(b *testing.B) {
 	for _, flood := range []string{"batch", "concurrent"} {
 		for _, lim := range []struct {
