@@ -5,7 +5,7 @@
 //	go run ./examples/focus                         # stdio, on SQLite idemkit-focus.db in the current folder
 //	go run ./examples/focus -demo                   # a scripted client: lost answers, retries, two devices
 //	go run ./examples/focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob
-//	go run ./examples/focus -store postgres://...   # any store (see -help)
+//	go run ./examples/focus -store postgres://...   # any store (see -h, and docs/serving.md)
 //
 // Its tools, and what makes each safe to call twice:
 //   - start_focus: create-if-absent on the device's running slot, so a device
@@ -32,10 +32,8 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
@@ -49,37 +47,28 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("server", "focus")
-	fs := flag.NewFlagSet("focus", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	log := exserve.Logger(stderr, "focus")
 	var f exserve.Flags
-	f.Register(fs, "sqlite:idemkit-focus.db")
-	stdio := fs.Bool("stdio", false, "serve on stdin/stdout (the default without -http)")
-	demo := fs.Bool("demo", false, "run a scripted client against the server in-process and print what each call did (on a fresh temporary database unless -store is given)")
-	if err := fs.Parse(args); err != nil {
+	fs := f.FlagSet("focus", stderr, "sqlite:idemkit-focus.db",
+		"focus -demo",
+		"focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob",
+		"focus -store postgres://localhost/focus   # stdio, on PostgreSQL")
+	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		log.Error(err.Error())
 		return 2
 	}
-	if *stdio && f.HTTP != "" {
-		log.Error("choose -stdio or -http, not both")
-		return 2
-	}
-	storeGiven := false
-	fs.Visit(func(fl *flag.Flag) { storeGiven = storeGiven || fl.Name == "store" })
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if *demo && !storeGiven {
-		// The demo starts from an empty database each time, so what it
-		// prints does not depend on an earlier run.
-		dir, err := os.MkdirTemp("", "idemkit-focus-demo-")
-		if err != nil {
-			log.Error("demo", "err", err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		f.Store = "sqlite:" + filepath.Join(dir, "focus.db")
+	cleanup, err := f.DemoStore("focus")
+	if err != nil {
+		log.Error("demo", "err", err)
+		return 1
 	}
+	defer cleanup()
 	s, closeStore, err := storeurl.Open(ctx, f.Store)
 	if err != nil {
 		log.Error("opening the store", "err", err)
@@ -87,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeStore()
 
-	if *demo {
+	if f.Demo {
 		err = runDemo(ctx, s, stdout)
 	} else {
 		srv := NewServer(s, Config{Log: log})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/internal/testenv"
 )
 
@@ -42,7 +43,9 @@ type server struct {
 	exited chan error  // receives cmd.Wait's answer
 }
 
-var urlLine = regexp.MustCompile(`^quickstart: MCP over streamable HTTP at (http://\S+) \(database .+\)$`)
+// urlLine is the first line the command logs over HTTP, in the log format
+// every example shares (slog's text format, naming the server).
+var urlLine = regexp.MustCompile(`^time=\S+ level=INFO msg="MCP over streamable HTTP" server=quickstart url=(http://\S+) users=0 `)
 
 // startHTTP starts the command on a free port and reads the URL it prints.
 func startHTTP(t *testing.T) *server {
@@ -116,8 +119,8 @@ func (s *server) stop(t *testing.T, sig os.Signal, within time.Duration) error {
 // answers an MCP initialize and a tool call, and that / says where MCP is.
 func TestHTTPPrintsTheURLItServes(t *testing.T) {
 	s := startHTTP(t)
-	if !strings.HasSuffix(s.url, mcpPath) || strings.Contains(s.url, ":0/") {
-		t.Fatalf("printed URL %s: want the real port and the path %s", s.url, mcpPath)
+	if !strings.HasSuffix(s.url, exserve.Path) || strings.Contains(s.url, ":0/") {
+		t.Fatalf("printed URL %s: want the real port and the path %s", s.url, exserve.Path)
 	}
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
@@ -134,14 +137,14 @@ func TestHTTPPrintsTheURLItServes(t *testing.T) {
 		t.Fatalf("set_budget: %v %v", err, res)
 	}
 
-	resp, err := http.Get(strings.TrimSuffix(s.url, mcpPath) + "/")
+	resp, err := http.Get(strings.TrimSuffix(s.url, exserve.Path) + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), mcpPath) {
-		t.Fatalf("GET /: %d %q, want 404 naming %s", resp.StatusCode, body, mcpPath)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), exserve.Path) {
+		t.Fatalf("GET /: %d %q, want 404 naming %s", resp.StatusCode, body, exserve.Path)
 	}
 
 	// The client's session is still open: the
@@ -226,5 +229,21 @@ func TestDemoRunsTheSameEachTime(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("the demo left %v in its folder", left)
+	}
+}
+
+// TestHelpShowsExamples runs -h: it exits 0 and shows the example lines
+// and the shared flags, the limits among them.
+func TestHelpShowsExamples(t *testing.T) {
+	cmd := exec.Command(quickstartBinary(t), "-h")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("-h: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"Examples:\n  quickstart -demo\n", "-store", "-db", "-user", "-max-calls", "docs/serving.md"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, stderr.String())
+		}
 	}
 }

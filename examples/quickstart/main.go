@@ -1,16 +1,18 @@
 // Command quickstart is a small MCP server whose write tools are safe to call
 // twice, on the embedded SQLite store.
 //
-//	go run ./examples/quickstart              # streamable HTTP at http://127.0.0.1:8080/mcp
-//	go run ./examples/quickstart -http :9000  # another address; -http 127.0.0.1:0 picks a free port
-//	go run ./examples/quickstart -stdio       # stdio, for a local client
-//	go run ./examples/quickstart -demo        # call the tools twice and show what happened
+//	go run ./examples/quickstart                            # stdio, for a local client
+//	go run ./examples/quickstart -http 127.0.0.1:8080       # streamable HTTP at http://127.0.0.1:8080/mcp
+//	go run ./examples/quickstart -http 127.0.0.1:8080 -user TOKEN=alice
+//	go run ./examples/quickstart -demo                      # call the tools twice and show what happened
 //
-// Over HTTP it prints the URL it serves once the port is bound, answers MCP at
-// /mcp only (other paths get a 404 that names /mcp), and on SIGINT or SIGTERM
-// answers the calls in progress, closes the database and exits with status 0.
-// The database is idemkit-quickstart.db in the current folder (-db to choose);
-// -demo uses a fresh temporary one unless -db is given.
+// It takes the flags every example takes (docs/serving.md). Over HTTP it
+// logs the URL it serves once the port is bound, answers MCP at /mcp only
+// (other paths get a 404 that names /mcp), and on SIGINT or SIGTERM answers
+// the calls in progress, closes the store and exits with status 0. The store
+// is SQLite idemkit-quickstart.db in the current folder (-store to choose,
+// or -db PATH as before); -demo uses a fresh temporary one unless one is
+// given.
 //
 // Its tools:
 //   - add_expense appends an expense under a server-made id: unsafe to repeat
@@ -32,11 +34,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -45,7 +44,7 @@ import (
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
-	"github.com/idemkit/sdk/store/sqlite"
+	"github.com/idemkit/sdk/internal/storeurl"
 )
 
 // Expense is one recorded expense.
@@ -129,86 +128,54 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	logger := log.New(stderr, "quickstart: ", 0)
-	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	db := fs.String("db", "idemkit-quickstart.db", "SQLite database file (with -demo: a fresh temporary one unless given)")
-	addr := fs.String("http", "127.0.0.1:8080", "serve streamable HTTP on this address, at the path "+mcpPath)
-	stdio := fs.Bool("stdio", false, "serve on stdin/stdout instead of HTTP")
-	demo := fs.Bool("demo", false, "call the tools twice, losing one response, and print what happened")
-	if err := fs.Parse(args); err != nil {
+	log := exserve.Logger(stderr, "quickstart")
+	var f exserve.Flags
+	fs := f.FlagSet("quickstart", stderr, "sqlite:idemkit-quickstart.db",
+		"quickstart -demo",
+		"quickstart -http 127.0.0.1:8080",
+		"quickstart -http 127.0.0.1:8080 -user TOKEN=alice -store memory:")
+	fs.Func("db", "the SQLite database file: the same as -store sqlite:PATH (kept from earlier versions)", func(path string) error {
+		if path == "" {
+			return errors.New("want a file path")
+		}
+		f.Store = "sqlite:" + path
+		return nil
+	})
+	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		log.Error(err.Error())
 		return 2
 	}
-	dbGiven := false
-	fs.Visit(func(f *flag.Flag) { dbGiven = dbGiven || f.Name == "db" })
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var ln net.Listener
-	switch {
-	case *demo && !dbGiven:
-		// The demo starts from an empty database each time, so what it
-		// prints does not depend on an earlier run.
-		dir, err := os.MkdirTemp("", "idemkit-quickstart-demo-")
-		if err != nil {
-			logger.Print(err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		*db = filepath.Join(dir, "quickstart.db")
-	case !*demo && !*stdio:
-		// Bind before opening the database or saying anything, so a busy
-		// port is reported as such.
-		var err error
-		if ln, err = net.Listen("tcp", *addr); err != nil {
-			logger.Printf("cannot serve on %s: %v (choose another address with -http)", *addr, err)
-			return 1
-		}
-		defer ln.Close()
-	}
-
-	s, err := sqlite.Open(*db, nil)
+	cleanup, err := f.DemoStore("quickstart")
 	if err != nil {
-		logger.Printf("opening %s: %v", *db, err)
+		log.Error("demo", "err", err)
 		return 1
 	}
-	defer s.Close()
+	defer cleanup()
+	s, closeStore, err := storeurl.Open(ctx, f.Store)
+	if err != nil {
+		log.Error("opening the store", "err", err)
+		return 1
+	}
+	defer closeStore()
 	srv := NewServer(s)
 
-	switch {
-	case *demo:
+	if f.Demo {
 		err = runDemo(ctx, srv, s, stdout)
-	case *stdio:
-		if err = srv.Run(ctx, &mcp.StdioTransport{}); ctx.Err() != nil {
-			err = nil // interrupted: a clean shutdown
-		}
-	default:
-		err = serveHTTP(ctx, stop, logger, srv, ln, *db)
+	} else {
+		err = exserve.Run(ctx, stop, log, srv, &f)
 	}
 	if err != nil {
-		logger.Print(err)
+		log.Error("stopped", "err", err)
 		return 1
 	}
+	log.Info("stopped")
 	return 0
-}
-
-// mcpPath is the URL path the MCP endpoint is served at.
-const mcpPath = exserve.Path
-
-// serveHTTP serves srv over streamable HTTP at mcpPath on ln until ctx is
-// done, then shuts down: calls in progress are answered (for up to
-// exserve.ShutdownTimeout).
-func serveHTTP(ctx context.Context, stop func(), logger *log.Logger, srv *mcp.Server, ln net.Listener, db string) error {
-	// Stateless: every request stands alone, so every client we test
-	// against works with its defaults, mcp-go's default client included
-	// (it opens with server/discover and cannot fall back from a stateful
-	// handler; docs/clients.md). The tools keep nothing in a session: op
-	// records are in the store, and a retry on a new session replays. The
-	// price: the server cannot send requests to the client (elicitation,
-	// sampling), which these tools do not need.
-	logger.Printf("MCP over streamable HTTP at %s (database %s)", exserve.EndpointURL(ln.Addr()), db)
-	return exserve.ServeHTTP(ctx, stop, logger.Printf, exserve.Handler(srv, nil), ln)
 }
 
 // runDemo plays an app whose first response is lost: it sends add_expense,

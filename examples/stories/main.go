@@ -34,10 +34,8 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -52,20 +50,20 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("server", "stories")
-	fs := flag.NewFlagSet("stories", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	log := exserve.Logger(stderr, "stories")
 	var f exserve.Flags
-	f.Register(fs, "sqlite:idemkit-stories.db")
+	fs := f.FlagSet("stories", stderr, "sqlite:idemkit-stories.db",
+		"stories -demo",
+		"stories -http 127.0.0.1:8080 -user TOKEN=alice -user OTHER=bob",
+		"stories -store postgres://localhost/stories   # stdio, on PostgreSQL")
 	social := fs.String("social", "", "post to the social service at this loopback URL (default: one started in this process)")
-	stdio := fs.Bool("stdio", false, "serve over stdin/stdout (the default without -http)")
-	demo := fs.Bool("demo", false, "run a scripted client against the server in this process and print what each call did")
-	if err := fs.Parse(args); err != nil {
+	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		log.Error(err.Error())
 		return 2
 	}
-	storeGiven := false
-	fs.Visit(func(fl *flag.Flag) { storeGiven = storeGiven || fl.Name == "store" })
-	if err := checkFlags(&f, *stdio, *demo, *social); err != nil {
+	if err := checkSocial(f.Demo, *social); err != nil {
 		log.Error(err.Error())
 		return 2
 	}
@@ -73,20 +71,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if *demo && !storeGiven {
-		// The demo starts from an empty database each time, so what it
-		// prints does not depend on an earlier run.
-		dir, err := os.MkdirTemp("", "idemkit-stories-demo-")
-		if err != nil {
-			log.Error(err.Error())
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		f.Store = "sqlite:" + filepath.Join(dir, "stories.db")
+	cleanup, err := f.DemoStore("stories")
+	if err != nil {
+		log.Error("demo", "err", err)
+		return 1
 	}
+	defer cleanup()
 	store, closeStore, err := storeurl.Open(ctx, f.Store)
 	if err != nil {
-		log.Error("opening the store", "error", err.Error())
+		log.Error("opening the store", "err", err)
 		return 1
 	}
 	defer closeStore()
@@ -95,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *social == "" {
 		var url string
 		if sv, url, err = startSocial(ctx); err != nil {
-			log.Error(err.Error())
+			log.Error("starting the social service", "err", err)
 			return 1
 		}
 		*social = url
@@ -105,9 +98,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	a := newApp(store, newPoster(*social), log)
 
-	if *demo {
+	if f.Demo {
 		if err := runDemo(ctx, a, sv, stdout); err != nil {
-			log.Error("demo", "error", err.Error())
+			log.Error("demo", "err", err)
 			return 1
 		}
 		return 0
@@ -115,30 +108,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Posts a crash or a failed post left pending go out now; a claim
 	// whose outcome is unknown is settled by asking the social service.
 	if rep, err := a.effects.Recover(ctx, a.social.post, a.social.reconcile); err != nil {
-		log.Warn("posting what earlier runs left pending", "error", err.Error())
+		log.Warn("posting what earlier runs left pending", "err", err)
 	} else if len(rep.Posted)+len(rep.Unknown)+len(rep.Failed) > 0 {
 		log.Info("posts left by earlier runs", "posted", len(rep.Posted), "unknown", len(rep.Unknown), "failed", len(rep.Failed))
 	}
 	if err := exserve.Run(ctx, stop, log, a.server(), &f); err != nil {
-		log.Error(err.Error())
+		log.Error("stopped", "err", err)
 		return 1
 	}
+	log.Info("stopped")
 	return 0
 }
 
-// checkFlags refuses combinations that cannot work, before anything is
+// checkSocial refuses a -social that cannot work, before anything is
 // opened.
-func checkFlags(f *exserve.Flags, stdio, demo bool, social string) error {
+func checkSocial(demo bool, social string) error {
 	switch {
-	case stdio && f.HTTP != "":
-		return errors.New("-stdio and -http: choose one")
-	case demo && (stdio || f.HTTP != ""):
-		return errors.New("-demo runs its own client: no -stdio or -http")
-	case social != "":
-		if demo {
-			return errors.New("-demo counts the posts of its own social service: no -social")
-		}
-		return checkLoopback(social)
+	case social == "":
+		return nil
+	case demo:
+		return errors.New("-demo counts the posts of its own social service: no -social")
 	}
-	return nil
+	return checkLoopback(social)
 }

@@ -1,13 +1,14 @@
-// Package exserve runs the example servers: the store they run on, stdio
-// or streamable HTTP with bearer-token users, and a clean shutdown on
-// SIGINT or SIGTERM.
+// Package exserve runs the example servers: their shared flags, their log
+// format, the store they run on, stdio or streamable HTTP with bearer-token
+// users and limits that keep one user's flood from stalling another's
+// calls, and a clean shutdown on SIGINT or SIGTERM.
 package exserve
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,8 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/idemkit/sdk/internal/storeurl"
 )
 
 // Path is the URL path the MCP endpoint is served at.
@@ -28,67 +27,55 @@ const Path = "/mcp"
 // to be answered before it closes their connections.
 const ShutdownTimeout = 5 * time.Second
 
-// Flags are the command-line flags every example server shares.
-type Flags struct {
-	Store string // a storeurl value
-	HTTP  string // serve streamable HTTP on this address; "" serves stdio
-	Users Users  // bearer token -> user id; HTTP only
+// Logger returns the log every example writes: slog's text format on w
+// (stderr), each record naming the server.
+func Logger(w io.Writer, server string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, nil)).With("server", server)
 }
 
-// Register adds the shared flags to fs; defaultStore is the store used
-// when -store is not given.
-func (f *Flags) Register(fs *flag.FlagSet, defaultStore string) {
-	f.Users = Users{}
-	fs.StringVar(&f.Store, "store", defaultStore, "the store: "+storeurl.Usage)
-	fs.StringVar(&f.HTTP, "http", "", "serve streamable HTTP on this address at "+Path+" (127.0.0.1:0 picks a free port); default stdio")
-	fs.Var(f.Users, "user", "with -http: accept bearer TOKEN for user ID, as TOKEN=ID (repeat for more users); each user's records are their own")
-}
-
-// Users maps bearer tokens to user ids; it is a flag.Value taking TOKEN=ID.
-type Users map[string]string
-
-func (u Users) String() string { return fmt.Sprintf("%d users", len(u)) }
-
-// Set adds one TOKEN=ID. The error never repeats the token.
-func (u Users) Set(v string) error {
-	tok, id, ok := strings.Cut(v, "=")
-	if !ok || tok == "" || id == "" {
-		return errors.New("want TOKEN=ID")
-	}
-	u[tok] = id
-	return nil
-}
-
-// Handler returns the streamable HTTP handler of srv at Path, stateless
-// (every client we test works with its defaults, and the tools keep
-// nothing in a session), behind the go-sdk's bearer-token check when users
-// are given: a call's scope is then its user.
-func Handler(srv *mcp.Server, users Users) http.Handler {
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	if len(users) > 0 {
-		verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-			id, ok := users[token]
-			if !ok {
-				return nil, auth.ErrInvalidToken
-			}
-			return &auth.TokenInfo{UserID: id, Expiration: time.Now().Add(24 * time.Hour)}, nil
+// require answers 401 to a request without a bearer token of u, with the
+// WWW-Authenticate challenge RFC 6750 asks for, and hands the others to
+// next with their user in the context, where the go-sdk reads it.
+func (u Users) require(next http.Handler) http.Handler {
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		id, ok := u[token]
+		if !ok {
+			return nil, auth.ErrInvalidToken
 		}
-		h = auth.RequireBearerToken(verify, nil)(h)
+		return &auth.TokenInfo{UserID: id, Expiration: time.Now().Add(24 * time.Hour)}, nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, h)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "404 not found: the MCP endpoint of this server is "+Path+" (streamable HTTP)", http.StatusNotFound)
+	checked := auth.RequireBearerToken(verify, nil)(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The go-sdk's check sends no challenge unless it is given an
+		// OAuth metadata URL, which these servers have none of.
+		fields := strings.Fields(r.Header.Get("Authorization"))
+		switch {
+		case len(fields) != 2 || !strings.EqualFold(fields[0], "bearer"):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
+		case u[fields[1]] == "":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp", error="invalid_token"`)
+		}
+		checked.ServeHTTP(w, r)
 	})
-	return mux
 }
 
-// ServeHTTP serves h on ln until ctx is done, then shuts down: calls in
-// progress are answered for up to ShutdownTimeout. stop releases the
-// signal that ended ctx, so that a second one ends the process at once;
-// logf says what the shutdown does.
-func ServeHTTP(ctx context.Context, stop func(), logf func(format string, args ...any), h http.Handler, ln net.Listener) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// Serve serves h on ln with l's timeouts until ctx is done, then shuts
+// down: calls in progress are answered for up to ShutdownTimeout. stop
+// releases the signal that ended ctx, so that a second one ends the
+// process at once.
+func (l Limits) Serve(ctx context.Context, stop func(), log *slog.Logger, h http.Handler, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if l.IdleTimeout == 0 {
+		hs.IdleTimeout = -1 // net/http would use ReadHeaderTimeout
+	}
 	// Shutdown waits up to 5 s for a connection that has not sent its
 	// first request (net/http counts it as idle only after that), and a
 	// client's HTTP transport keeps such spare connections: close them at
@@ -119,11 +106,11 @@ func ServeHTTP(ctx context.Context, stop func(), logf func(format string, args .
 	case <-ctx.Done():
 	}
 	stop()
-	logf("shutting down")
+	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		logf("calls still running after %v; closing their connections", ShutdownTimeout)
+		log.Warn(fmt.Sprintf("calls still running after %v; closing their connections", ShutdownTimeout))
 		hs.Close()
 	}
 	return nil
@@ -143,12 +130,13 @@ func EndpointURL(a net.Addr) string {
 }
 
 // Run serves srv as f says until ctx is done: over stdio, or over HTTP on
-// f.HTTP, logging the URL once the port is bound.
+// f.HTTP with f's users and limits, logging the URL once the port is bound.
 func Run(ctx context.Context, stop func(), log *slog.Logger, srv *mcp.Server, f *Flags) error {
 	if f.HTTP == "" {
 		if len(f.Users) > 0 {
 			return errors.New("-user needs -http: stdio has no bearer tokens")
 		}
+		log.Info("MCP over stdio (-http ADDR serves streamable HTTP)")
 		err := srv.Run(ctx, &mcp.StdioTransport{})
 		if ctx.Err() != nil {
 			return nil // interrupted: a clean shutdown
@@ -157,10 +145,12 @@ func Run(ctx context.Context, stop func(), log *slog.Logger, srv *mcp.Server, f 
 	}
 	ln, err := net.Listen("tcp", f.HTTP)
 	if err != nil {
-		return fmt.Errorf("cannot serve on %s: %w", f.HTTP, err)
+		return fmt.Errorf("cannot serve on %s: %w (choose another address with -http)", f.HTTP, err)
 	}
 	defer ln.Close()
-	log.Info("MCP over streamable HTTP", "url", EndpointURL(ln.Addr()), "users", len(f.Users))
-	logf := func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
-	return ServeHTTP(ctx, stop, logf, Handler(srv, f.Users), ln)
+	l := f.Limits
+	log.Info("MCP over streamable HTTP", "url", EndpointURL(ln.Addr()), "users", len(f.Users),
+		"max_body", l.MaxBody, "max_batch", l.MaxBatch, "max_calls", l.MaxCallsPerUser,
+		"read_timeout", l.ReadTimeout, "write_timeout", l.WriteTimeout, "idle_timeout", l.IdleTimeout)
+	return l.Serve(ctx, stop, log, l.Handler(srv, f.Users), ln)
 }

@@ -1,0 +1,113 @@
+package exserve
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idemkit/sdk/internal/storeurl"
+)
+
+// Flags are the command-line flags every example server shares. An
+// example adds its own to the flag set [Flags.FlagSet] returns, before
+// [Flags.Parse].
+type Flags struct {
+	Store  string // a storeurl value
+	HTTP   string // serve streamable HTTP on this address; "" serves stdio
+	Stdio  bool   // serve stdio (the default without -http)
+	Demo   bool   // run the example's scripted client instead of serving
+	Users  Users  // bearer token -> user id; HTTP only
+	Limits Limits // HTTP only
+
+	defaultStore string
+	storeGiven   bool
+}
+
+// FlagSet returns the flag set of the command name with the shared flags
+// registered: defaultStore is the store used without -store, and examples
+// are the lines -h shows above the flags. Errors and -h go to w.
+func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		fmt.Fprintf(w, "Usage: %s [flags]\n\nExamples:\n", name)
+		for _, e := range examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\nHow clients pass the bearer token, and what each limit guards: docs/serving.md\n")
+	}
+	f.defaultStore = defaultStore
+	f.Users = Users{}
+	f.Limits = DefaultLimits()
+	fs.StringVar(&f.Store, "store", defaultStore, "the store: "+storeurl.Usage)
+	fs.StringVar(&f.HTTP, "http", "", "serve streamable HTTP on this address at "+Path+" (127.0.0.1:0 picks a free port); default stdio")
+	fs.BoolVar(&f.Stdio, "stdio", false, "serve on stdin/stdout (the default without -http)")
+	fs.BoolVar(&f.Demo, "demo", false, "run a scripted client against the server in this process and print what each call did (on a fresh temporary store unless -store is given)")
+	fs.Var(f.Users, "user", "with -http: accept bearer TOKEN for user ID, as TOKEN=ID (repeat for more users); each user's records are their own")
+	l := &f.Limits
+	fs.Int64Var(&l.MaxBody, "max-body", l.MaxBody, "with -http: the largest request body in bytes (0: the go-sdk's 4 MiB)")
+	fs.IntVar(&l.MaxBatch, "max-batch", l.MaxBatch, "with -http: the most JSON-RPC messages in one request (0: no limit)")
+	fs.IntVar(&l.MaxCallsPerUser, "max-calls", l.MaxCallsPerUser, "with -http: the most requests of one user handled at once (0: no limit)")
+	fs.DurationVar(&l.ReadTimeout, "read-timeout", l.ReadTimeout, "with -http: the wait for a request's headers, and then for its body (0: none)")
+	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "with -http: the longest a request may take, from its headers to the end of its answer (0: none)")
+	fs.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "with -http: close a kept-alive connection idle this long (0: never)")
+	return fs
+}
+
+// Parse parses args and refuses combinations that cannot work, before
+// anything is opened. The error never repeats a flag's value.
+func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fs.Visit(func(fl *flag.Flag) { f.storeGiven = f.storeGiven || fl.Name == "store" })
+	f.storeGiven = f.storeGiven || f.Store != f.defaultStore // set through an example's own flag
+	if fs.NArg() > 0 {
+		return errors.New("unexpected arguments after the flags: every setting is a flag (see -h)")
+	}
+	switch {
+	case f.Stdio && f.HTTP != "":
+		return errors.New("-stdio and -http: choose one")
+	case f.Demo && (f.Stdio || f.HTTP != ""):
+		return errors.New("-demo runs its own client: no -stdio or -http")
+	case len(f.Users) > 0 && f.HTTP == "":
+		return errors.New("-user needs -http: stdio has no bearer tokens")
+	}
+	return f.Limits.check()
+}
+
+// DemoStore points f.Store at a fresh SQLite file in a temporary folder
+// when -demo runs without -store, so that what a demo prints does not
+// depend on an earlier run. The returned func removes the folder.
+func (f *Flags) DemoStore(name string) (func(), error) {
+	if !f.Demo || f.storeGiven {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "idemkit-"+name+"-demo-")
+	if err != nil {
+		return nil, err
+	}
+	f.Store = "sqlite:" + filepath.Join(dir, name+".db")
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+// Users maps bearer tokens to user ids; it is a flag.Value taking TOKEN=ID.
+type Users map[string]string
+
+func (u Users) String() string { return fmt.Sprintf("%d users", len(u)) }
+
+// Set adds one TOKEN=ID. The error never repeats the token.
+func (u Users) Set(v string) error {
+	tok, id, ok := strings.Cut(v, "=")
+	if !ok || tok == "" || id == "" {
+		return errors.New("want TOKEN=ID")
+	}
+	u[tok] = id
+	return nil
+}

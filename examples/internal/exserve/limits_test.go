@@ -1,0 +1,229 @@
+package exserve
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testLimits are DefaultLimits made small enough to reach in a test.
+func testLimits() Limits {
+	l := DefaultLimits()
+	l.MaxBody = 4 << 10
+	l.MaxBatch = 3
+	l.MaxCallsPerUser = 3
+	return l
+}
+
+// A body above MaxBody is answered 413 and nothing in it runs; the go-sdk's
+// own limit (4 MiB) would let it through.
+func TestBodyLimit(t *testing.T) {
+	srv, runs := testServer(t)
+	url := startServer(t, srv, testLimits())
+	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"id":"n1","text":%q}}}`, strings.Repeat("x", 8<<10))
+	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", big)
+	if err != nil || code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body of %d bytes: %d %v %.200s, want 413", len(big), code, err, ans)
+	}
+	if bytes.Contains(ans, []byte("xxxx")) {
+		t.Errorf("the refusal repeats the body: %.200s", ans)
+	}
+	if code, _, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "put", "n1")); err != nil || code != http.StatusOK {
+		t.Fatalf("a small body: %d %v", code, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("put ran %d times, want 1 (the small call only)", n)
+	}
+}
+
+// A batch (accepted by the go-sdk from a request without an
+// MCP-Protocol-Version header) longer than MaxBatch is answered 400 and
+// none of it runs; one of MaxBatch runs whole.
+func TestBatchLimit(t *testing.T) {
+	srv, runs := testServer(t)
+	lim := testLimits()
+	url := startServer(t, srv, lim)
+	code, ans, err := post(http.DefaultClient, url, "tok-a", "", batch(lim.MaxBatch+1, "over"))
+	if err != nil || code != http.StatusBadRequest || !bytes.Contains(ans, []byte("-max-batch")) {
+		t.Fatalf("a batch of %d: %d %v %.200s, want 400 naming -max-batch", lim.MaxBatch+1, code, err, ans)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("put ran %d times for a refused batch", n)
+	}
+	code, ans, err = post(http.DefaultClient, url, "tok-a", "", batch(lim.MaxBatch, "ok"))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("a batch of %d: %d %v %.200s", lim.MaxBatch, code, err, ans)
+	}
+	if n := runs.Load(); n != int64(lim.MaxBatch) {
+		t.Fatalf("put ran %d times for a batch of %d", n, lim.MaxBatch)
+	}
+}
+
+// A user with MaxCallsPerUser calls in progress has as many more wait,
+// and is refused one more with 429; another user's call goes through
+// meanwhile, and every call that waited is answered once a slot is free.
+func TestCallsPerUser(t *testing.T) {
+	srv, _, h := holdingServer(t)
+	lim := testLimits()
+	url, g := startServerGate(t, srv, lim)
+	var wg sync.WaitGroup
+	answers := make(chan string, 2*lim.MaxCallsPerUser)
+	send := func(tool, id string) {
+		wg.Go(func() {
+			code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, tool, id))
+			answers <- fmt.Sprintf("%d %v %s", code, err, ans)
+		})
+	}
+	for i := range lim.MaxCallsPerUser {
+		send("hold", fmt.Sprint("h", i))
+	}
+	for h.entered.Load() < int64(lim.MaxCallsPerUser) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range lim.MaxCallsPerUser {
+		send("get", fmt.Sprint("w", i))
+	}
+	for i := 0; g.waiting("a") < lim.MaxCallsPerUser; i++ {
+		if i == 2000 {
+			t.Fatalf("%d of a's calls wait for a slot after 10 s, want %d", g.waiting("a"), lim.MaxCallsPerUser)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(2, "get", "n1"))
+	if err != nil || code != http.StatusTooManyRequests || !bytes.Contains(ans, []byte("-max-calls")) {
+		t.Errorf("a's call beyond %d running and %d waiting: %d %v %.300s, want 429 naming -max-calls", lim.MaxCallsPerUser, lim.MaxCallsPerUser, code, err, ans)
+	}
+	code, ans, err = post(http.DefaultClient, url, "tok-b", "2025-06-18", call(2, "get", "n1"))
+	if err != nil || code != http.StatusOK || bytes.Contains(ans, []byte(`"error"`)) {
+		t.Errorf("b's call while a is at the limit: %d %v %.300s", code, err, ans)
+	}
+	close(h.release)
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if !strings.HasPrefix(a, "200 <nil>") || strings.Contains(a, `"error"`) || strings.Contains(a, `"isError":true`) {
+			t.Errorf("a's call that ran or waited: %.300s", a)
+		}
+	}
+	// The last slots are released just after their answers are sent.
+	for i := 0; ; i++ {
+		g.mu.Lock()
+		n := len(g.users)
+		g.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("%d users still counted after every call ended", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// dialRaw opens a plain TCP connection to the server of url, so a test can
+// send a request as slowly as it likes.
+func dialRaw(t *testing.T, url string) net.Conn {
+	t.Helper()
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), Path)
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// Longer than any limit the tests set: a server without the limit
+	// leaves the test waiting this long, and it fails.
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	return c
+}
+
+// A body trickled slower than ReadTimeout is answered 408 and does not run.
+func TestSlowBodyTimesOut(t *testing.T) {
+	srv, runs := testServer(t)
+	lim := testLimits()
+	lim.ReadTimeout = 300 * time.Millisecond
+	url := startServer(t, srv, lim)
+	c := dialRaw(t, url)
+	body := call(1, "put", "slow")
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-a\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", Path, len(body), body[:10])
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("a stalled body: %d, want 408", resp.StatusCode)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("put ran %d times", n)
+	}
+}
+
+// A call that runs longer than ReadTimeout is answered: the timeout covers
+// reading the request, not the call (net/http lifts the connection's read
+// deadline once the body is read; were it kept, its expiry would cancel
+// the request's context).
+func TestLongCallOutlivesReadTimeout(t *testing.T) {
+	srv, _, h := holdingServer(t)
+	lim := testLimits()
+	lim.ReadTimeout = 200 * time.Millisecond
+	url := startServer(t, srv, lim)
+	go func() {
+		for h.entered.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(4 * lim.ReadTimeout)
+		close(h.release)
+	}()
+	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "hold", "long"))
+	if err != nil || code != http.StatusOK || !bytes.Contains(ans, []byte(`"long"`)) {
+		t.Fatalf("a call of 4 read timeouts: %d %v %.300s", code, err, ans)
+	}
+}
+
+// An answer not written within WriteTimeout of the request's headers is
+// cut off: the connection closes without it.
+func TestWriteTimeoutCutsAnswer(t *testing.T) {
+	srv, _, h := holdingServer(t)
+	lim := testLimits()
+	lim.WriteTimeout = 300 * time.Millisecond
+	url := startServer(t, srv, lim)
+	go func() {
+		for h.entered.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(4 * lim.WriteTimeout)
+		close(h.release)
+	}()
+	_, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "hold", "late"))
+	if err == nil && bytes.Contains(ans, []byte(`"late"`)) {
+		t.Fatalf("an answer 4 write timeouts late arrived: %.300s", ans)
+	}
+}
+
+// A kept-alive connection that sends nothing for IdleTimeout is closed.
+func TestIdleConnectionCloses(t *testing.T) {
+	srv, _ := testServer(t)
+	lim := testLimits()
+	lim.IdleTimeout = 200 * time.Millisecond
+	url := startServer(t, srv, lim)
+	c := dialRaw(t, url)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("an idle connection: %v, want it closed (EOF)", err)
+	}
+}
