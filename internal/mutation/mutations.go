@@ -685,4 +685,13 @@ var mutations = []mutation{
 		Pkg:    "./examples/internal/exserve",
 		Run:    "^TestHandlerNeedsAToken$",
 	},
+	{
+		Name:   "exserve/listen-exempt",
+		Guards: "a subscriptions/listen stream is not cut by the write timeout and holds no call slot",
+		File:   "examples/internal/exserve/limits.go",
+		From:   "if isListen(b) {",
+		To:     "if false && isListen(b) {",
+		Pkg:    "./examples/internal/exserve",
+		Run:    "^TestListenStreamOutlivesLimits$",
+	},
 }

@@ -141,6 +141,16 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d in one request (the server's -max-batch); send them one per request", n, l.MaxBatch), http.StatusBadRequest)
 			return
 		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if isListen(b) {
+			// A subscriptions/listen stream (protocol 2026-07-28) stays
+			// open for as long as the client's session: it holds none of
+			// the user's call slots, and the write timeout, a bound on an
+			// answer, does not cut it.
+			http.NewResponseController(w).SetWriteDeadline(time.Time{})
+			next.ServeHTTP(w, r)
+			return
+		}
 		user := ""
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			user = ti.UserID
@@ -152,9 +162,17 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 			return
 		}
 		defer g.release(user, n)
-		r.Body = io.NopCloser(bytes.NewReader(b))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isListen reports whether body is one JSON-RPC request to open a
+// subscriptions/listen stream.
+func isListen(body []byte) bool {
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
 }
 
 // messages returns how many JSON-RPC messages body holds: the length of a

@@ -3,6 +3,7 @@ package exserve
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // testLimits are DefaultLimits made small enough to reach in a test.
@@ -225,5 +229,79 @@ func TestIdleConnectionCloses(t *testing.T) {
 	resp.Body.Close()
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Fatalf("an idle connection: %v, want it closed (EOF)", err)
+	}
+}
+
+// A subscriptions/listen stream (protocol 2026-07-28: Claude Code opens one
+// per session) outlives the write timeout and holds none of its user's
+// call slots: the user's calls go on while it is open.
+func TestListenStreamOutlivesLimits(t *testing.T) {
+	srv, runs := testServer(t)
+	lim := testLimits()
+	lim.MaxCallsPerUser = 1
+	lim.WriteTimeout = 300 * time.Millisecond
+	url := startServer(t, srv, lim)
+	const modern = "2026-07-28"
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + modern + `","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"0"}}`
+	send := func(method, body string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok-a")
+		req.Header.Set("MCP-Protocol-Version", modern)
+		req.Header.Set("Mcp-Method", method)
+		if method == "tools/call" {
+			req.Header.Set("Mcp-Name", "put")
+		}
+		c := http.DefaultClient
+		if method != "subscriptions/listen" {
+			c = &http.Client{Timeout: 5 * time.Second}
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		return resp
+	}
+	resp := send("subscriptions/listen", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+meta+`}}`)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("subscriptions/listen: %s %s", resp.Status, b)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// A notification sent after three write timeouts still arrives.
+	time.Sleep(3 * lim.WriteTimeout)
+	srv.AddTool(&mcp.Tool{Name: "later", InputSchema: &jsonschema.Schema{Type: "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	deadline := time.After(5 * time.Second)
+	for changed := false; !changed; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the listen stream ended: the write timeout cut it")
+			}
+			changed = strings.Contains(l, "notifications/tools/list_changed")
+		case <-deadline:
+			t.Fatalf("no notifications/tools/list_changed on the listen stream within 5 s")
+		}
+	}
+	put := send("tools/call", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"put","arguments":{"id":"n1","text":"x"},`+meta+`}}`)
+	ans, err := io.ReadAll(put.Body)
+	put.Body.Close()
+	if err != nil || put.StatusCode != http.StatusOK || runs.Load() != 1 {
+		t.Fatalf("a call of the listening user: %s %v %.300s (runs %d), want it answered", put.Status, err, ans, runs.Load())
 	}
 }
