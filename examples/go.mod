@@ -3,6 +3,7 @@ module github.com/idemkit/sdk/examples
 go 1.26.0
 
 require (
+	github.com/google/jsonschema-go v0.4.3
 	github.com/idemkit/sdk v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/internal/storeurl v0.0.0-00010101000000-000000000000
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -40,7 +41,6 @@ require (
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/s2a-go v0.1.11 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect

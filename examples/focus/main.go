@@ -37,7 +37,6 @@ import (
 	"syscall"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
-	"github.com/idemkit/sdk/internal/storeurl"
 )
 
 func main() {
@@ -69,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer cleanup()
-	s, closeStore, err := storeurl.Open(ctx, f.Store)
+	s, closeStore, err := f.OpenStore(ctx, log)
 	if err != nil {
 		log.Error("opening the store", "err", err)
 		return 1

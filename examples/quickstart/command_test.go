@@ -247,3 +247,29 @@ func TestHelpShowsExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoWithTelemetry: -telemetry prints a span for each call and, at
+// exit, the metrics, through the server's log on stderr; the demo's own
+// output on stdout is unchanged.
+func TestDemoWithTelemetry(t *testing.T) {
+	cmd := exec.Command(quickstartBinary(t), "-demo", "-telemetry")
+	cmd.Dir = t.TempDir()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("-demo -telemetry: %v; stderr: %q", err, stderr.String())
+	}
+	log := stderr.String()
+	for _, want := range []string{
+		`msg=span server=quickstart name="tools/call add_expense"`, "attrs.idemkit.outcome=first", "attrs.idemkit.outcome=replay",
+		"idemkit.calls", "mcp.server.operation.duration",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(string(out), "msg=span") {
+		t.Errorf("spans went to stdout:\n%s", out)
+	}
+}

@@ -44,7 +44,6 @@ import (
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
-	"github.com/idemkit/sdk/internal/storeurl"
 )
 
 // Expense is one recorded expense.
@@ -157,7 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer cleanup()
-	s, closeStore, err := storeurl.Open(ctx, f.Store)
+	s, closeStore, err := f.OpenStore(ctx, log)
 	if err != nil {
 		log.Error("opening the store", "err", err)
 		return 1

@@ -40,7 +40,6 @@ import (
 	"syscall"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
-	"github.com/idemkit/sdk/internal/storeurl"
 )
 
 func main() {
@@ -77,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer cleanup()
-	store, closeStore, err := storeurl.Open(ctx, f.Store)
+	store, closeStore, err := f.OpenStore(ctx, log)
 	if err != nil {
 		log.Error("opening the store", "err", err)
 		return 1

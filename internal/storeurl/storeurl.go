@@ -36,29 +36,42 @@ import (
 // Usage is the grammar of a store value, for a flag's help text.
 const Usage = "memory: | sqlite:PATH | postgres://... | dynamodb://TABLE?endpoint=URL | firestore://PROJECT?emulator=HOST:PORT"
 
+// Options change how [OpenWith] opens a store.
+type Options struct {
+	// NoSweep turns off the background sweep of expired op records on the
+	// stores that have one (memory, SQLite, PostgreSQL; docs/sweep.md), for
+	// a deployment where one separate process sweeps.
+	NoSweep bool
+}
+
 // Open opens the store spec names and returns it with a function that
 // releases what it holds. Errors name the kind of store, never the value
 // (a URL may carry credentials).
 func Open(ctx context.Context, spec string) (idem.Store, func(), error) {
+	return OpenWith(ctx, spec, Options{})
+}
+
+// OpenWith is [Open] with o.
+func OpenWith(ctx context.Context, spec string, o Options) (idem.Store, func(), error) {
 	scheme, rest, ok := strings.Cut(spec, ":")
 	if !ok {
 		return nil, nil, fmt.Errorf("a store value begins with its kind: want one of %s", Usage)
 	}
 	switch scheme {
 	case "memory":
-		s := memory.New(nil)
+		s := memory.New(&memory.Options{NoSweep: o.NoSweep})
 		return s, func() { s.Close() }, nil
 	case "sqlite":
 		if rest == "" {
 			return nil, nil, errors.New("store sqlite: want sqlite:PATH")
 		}
-		s, err := sqlite.Open(rest, nil)
+		s, err := sqlite.Open(rest, &sqlite.Options{NoSweep: o.NoSweep})
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening %s: %w", rest, err)
 		}
 		return s, func() { s.Close() }, nil
 	case "postgres", "postgresql":
-		return openPostgres(ctx, spec)
+		return openPostgres(ctx, spec, o)
 	case "dynamodb":
 		return openDynamo(ctx, spec)
 	case "firestore":
@@ -67,7 +80,7 @@ func Open(ctx context.Context, spec string) (idem.Store, func(), error) {
 	return nil, nil, fmt.Errorf("store kind %q: want one of %s", scheme, Usage)
 }
 
-func openPostgres(ctx context.Context, spec string) (idem.Store, func(), error) {
+func openPostgres(ctx context.Context, spec string, o Options) (idem.Store, func(), error) {
 	u, err := url.Parse(spec)
 	if err != nil {
 		return nil, nil, errors.New("store postgres: the URL does not parse")
@@ -80,7 +93,7 @@ func openPostgres(ctx context.Context, spec string) (idem.Store, func(), error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("store postgres: %w", err)
 	}
-	s, err := postgres.New(pool, &postgres.Options{TablePrefix: prefix})
+	s, err := postgres.New(pool, &postgres.Options{TablePrefix: prefix, NoSweep: o.NoSweep})
 	if err == nil {
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err = s.Migrate(mctx)

@@ -1,14 +1,17 @@
 package exserve
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/internal/storeurl"
 )
 
@@ -22,6 +25,9 @@ type Flags struct {
 	Demo   bool   // run the example's scripted client instead of serving
 	Users  Users  // bearer token -> user id; HTTP only
 	Limits Limits // HTTP only
+
+	NoSweep   bool // no background sweep of expired op records
+	Telemetry bool // print spans and metrics to the log
 
 	defaultStore string
 	storeGiven   bool
@@ -50,6 +56,8 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 	fs.BoolVar(&f.Stdio, "stdio", false, "serve on stdin/stdout (the default without -http)")
 	fs.BoolVar(&f.Demo, "demo", false, "run a scripted client against the server in this process and print what each call did (on a fresh temporary store unless -store is given)")
 	fs.Var(f.Users, "user", "with -http: accept bearer TOKEN for user ID, as TOKEN=ID (repeat for more users); each user's records are their own")
+	fs.BoolVar(&f.NoSweep, "no-sweep", false, "do not sweep expired op records in the background (memory, SQLite, PostgreSQL), for a deployment where one separate process sweeps")
+	fs.BoolVar(&f.Telemetry, "telemetry", false, "print every span and, each minute and at exit, the metrics idemkit records to the log (docs/observability.md)")
 	l := &f.Limits
 	fs.Int64Var(&l.MaxBody, "max-body", l.MaxBody, "with -http: the largest request body in bytes (0: the go-sdk's 4 MiB)")
 	fs.IntVar(&l.MaxBatch, "max-batch", l.MaxBatch, "with -http: the most JSON-RPC messages in one request (0: no limit)")
@@ -110,4 +118,22 @@ func (u Users) Set(v string) error {
 	}
 	u[tok] = id
 	return nil
+}
+
+// OpenStore opens the store of -store (without its background sweep under
+// -no-sweep) and, under -telemetry, makes the process's spans and metrics
+// print through log. The returned func releases both.
+func (f *Flags) OpenStore(ctx context.Context, log *slog.Logger) (idem.Store, func(), error) {
+	s, closeStore, err := storeurl.OpenWith(ctx, f.Store, storeurl.Options{NoSweep: f.NoSweep})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !f.Telemetry {
+		return s, closeStore, nil
+	}
+	stop := Telemetry(log, 0)
+	return s, func() {
+		closeStore()
+		stop(context.Background())
+	}, nil
 }
