@@ -61,8 +61,11 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, got)
 		}
 	}
-	if rows := regexp.MustCompile(`(?m)^(publish_story|report_reproduction|edit_story|report_check|get_story|get_operation) `).FindAllString(got, -1); len(rows) != 14 {
-		t.Errorf("%d rows of calls, want 14:\n%s", len(rows), got)
+	if rows := regexp.MustCompile(`(?m)^(publish_story|report_reproduction|edit_story|report_check|get_story|get_operation) `).FindAllString(got, -1); len(rows) != 15 {
+		t.Errorf("%d rows of calls, want 15:\n%s", len(rows), got)
+	}
+	if !regexp.MustCompile(`(?m)^edit_story slug=login-loop revision=1 +reworded body +yes +refused \(not_saved\)$`).MatchString(got) {
+		t.Errorf("the demo's reworded edit on an old revision was not refused with not_saved:\n%s", got)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("the demo left %v in its folder", left)

@@ -25,7 +25,8 @@ type demo struct {
 
 // runDemo plays a model whose answers get lost: every write tool's first
 // answer is dropped after the server committed and the call is sent again
-// on a new connection; then a storm of parallel reports and publishes; then
+// on a new connection; then the edit again, the same and reworded, as a
+// model that lost its answer may send it; then a storm of parallel reports and publishes; then
 // what the store and the social service hold.
 func runDemo(ctx context.Context, a *app, social *Social, w io.Writer) error {
 	d := &demo{a: a, srv: a.server(), tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
@@ -37,7 +38,7 @@ func runDemo(ctx context.Context, a *app, social *Social, w io.Writer) error {
 	}{
 		{"publish_story", story},
 		{"report_reproduction", map[string]any{"slug": "login-loop", "handle": "@ana", "note": "same on Firefox", "op_id": "demo-op-1"}},
-		{"edit_story", map[string]any{"slug": "login-loop", "body": "Reset the password, then sign in twice within a minute."}},
+		{"edit_story", map[string]any{"slug": "login-loop", "revision": 1, "body": "Reset the password, then sign in twice within a minute."}},
 		{"report_check", map[string]any{"slug": "login-loop", "handle": "@ben", "result": "pass"}},
 	}
 	for _, c := range writes {
@@ -50,7 +51,8 @@ func runDemo(ctx context.Context, a *app, social *Social, w io.Writer) error {
 		return err
 	}
 	defer cs.Close()
-	d.call(ctx, cs, "edit_story", map[string]any{"slug": "login-loop", "body": "Reset the password, then sign in twice within a minute."}, "same body again")
+	d.call(ctx, cs, "edit_story", map[string]any{"slug": "login-loop", "revision": 1, "body": "Reset the password, then sign in twice within a minute."}, "same body again")
+	d.call(ctx, cs, "edit_story", map[string]any{"slug": "login-loop", "revision": 1, "body": "Reset the password and sign in twice in under a minute."}, "reworded body")
 	d.call(ctx, cs, "get_operation", map[string]any{"tool": "report_reproduction", "op_id": "demo-op-1"}, "1")
 
 	handles := make([]map[string]any, 16)
@@ -81,7 +83,7 @@ func runDemo(ctx context.Context, a *app, social *Social, w io.Writer) error {
 	fmt.Fprintf(w, "\nlogin-loop: revision %d, %d reproductions, %d checks.\n", view.Revision, view.Reproductions, len(view.Checks))
 	fmt.Fprintf(w, "social service: %d requests, %d repeated keys; %d announcements, %d reproduction notices, %d revision notices.\n",
 		st.Requests, st.Repeats, st.Count("announcement"), st.Count("reproduction"), st.Count("revision"))
-	fmt.Fprintln(w, "So: every lost answer was retried and each write landed once; 16 parallel reports counted each handle once and notified once per new reproducer; 16 parallel publishes of one story announced it once.")
+	fmt.Fprintln(w, "So: every lost answer was retried and each write landed once; the edit resent with a reworded body on its old revision was refused; 16 parallel reports counted each handle once and notified once per new reproducer; 16 parallel publishes of one story announced it once.")
 	return nil
 }
 
@@ -185,7 +187,7 @@ func answerText(res *mcp.CallToolResult, err error) string {
 // brief shows a call's key arguments.
 func brief(args map[string]any) string {
 	var parts []string
-	for _, k := range []string{"slug", "handle", "result", "op_id", "tool"} {
+	for _, k := range []string{"slug", "revision", "handle", "result", "op_id", "tool"} {
 		if v, ok := args[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
 		}

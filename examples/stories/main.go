@@ -16,8 +16,11 @@
 //   - report_reproduction(slug, handle, note?): one per (slug, handle); the
 //     count is the size of the set, and the author is notified once per new
 //     reproducer.
-//   - edit_story(slug, body): an identical edit writes nothing; a real one
-//     adds a revision and notifies each reproducer once.
+//   - edit_story(slug, revision, body): keyed by slug, based on the
+//     revision it names. An identical edit writes nothing; another body
+//     adds a revision and notifies each reproducer once while the story is
+//     at that revision, and is refused once it is past it, so a model's
+//     retry with a reworded body adds nothing.
 //   - report_check(slug, handle, result): one result per handle, replaced.
 //   - get_story(slug), read-only: content, counts, revisions, posts.
 //   - get_operation: for callers that send an op_id (optional on every

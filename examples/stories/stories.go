@@ -101,10 +101,12 @@ type Reproduced struct {
 	Reproductions int    `json:"reproductions" jsonschema:"how many handles reproduced the story"`
 }
 
-// EditArgs are the arguments of edit_story.
+// EditArgs are the arguments of edit_story. Revision is a precondition, not
+// part of the record's name: the record is the story, named by Slug.
 type EditArgs struct {
-	Slug string `json:"slug" jsonschema:"the story's slug"`
-	Body string `json:"body" jsonschema:"the new text"`
+	Slug     string `json:"slug" jsonschema:"the story's slug"`
+	Revision int    `json:"revision" jsonschema:"the revision the edit is based on: the current revision number from publish_story, get_story or an earlier edit_story; send the same one again when retrying"`
+	Body     string `json:"body" jsonschema:"the new text"`
 }
 
 // Edited is the answer of edit_story.
@@ -210,8 +212,11 @@ func (a *app) server() *mcp.Server {
 		"The author is notified once per new reproducer."},
 		a.store, a.reportReproduction, opts("slug", "handle")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "edit_story", Description: "Replace a story's body. " +
-		"A body equal to the current one writes nothing and notifies nobody; " +
-		"a different one adds a revision and notifies each reproducer once."},
+		"revision is the revision the edit is based on: the current revision number from publish_story, get_story or an earlier edit. " +
+		"While the story is at that revision, the edit adds a revision and notifies each reproducer once; " +
+		"a body equal to the current one writes nothing and notifies nobody. " +
+		"To retry after an error or a lost answer, send the same revision: an edit that already landed is answered, never applied twice. " +
+		"An edit of a story changed since that revision is refused: read it with get_story before editing again."},
 		a.store, a.edit, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_check", Description: "Record a handle's check of a story, pass or fail. " +
 		"One result per handle and story: a later report replaces it."},
@@ -365,9 +370,20 @@ func (a *app) reportReproduction(ctx context.Context, tx idem.Tx, req *mcp.CallT
 	return nil, Reproduced{Slug: in.Slug, Handle: in.Handle, Reproductions: len(set.Reproducers)}, nil
 }
 
+// errStale refuses an edit based on a revision the story has moved past.
+// It names no revision: a model told the current number would resend its
+// edit on it, and a retry of its own edit with a reworded body would then
+// add a second revision, the very thing the precondition stops.
+var errStale = errors.New("the story changed since the revision this edit is based on, perhaps by an earlier attempt of this edit: " +
+	"read it with get_story before editing again")
+
 func (a *app) edit(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in EditArgs) (*mcp.CallToolResult, Edited, error) {
 	a.runs["edit_story"].Add(1)
-	if err := errors.Join(checkSlug(in.Slug), checkText("body", in.Body, maxBody)); err != nil {
+	var bad error
+	if in.Revision < 1 {
+		bad = errors.New("revision must be the story's revision the edit is based on, from 1")
+	}
+	if err := errors.Join(checkSlug(in.Slug), bad, checkText("body", in.Body, maxBody)); err != nil {
 		return nil, Edited{}, err
 	}
 	user := userOf(req)
@@ -376,16 +392,25 @@ func (a *app) edit(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in
 		return nil, Edited{}, err
 	}
 	last := st.Revisions[len(st.Revisions)-1]
-	if st.Body == in.Body {
-		// An identical edit writes nothing and notifies nobody; it only
-		// finishes a notice of the current revision that a failed post
-		// left open.
+	switch {
+	case in.Revision > last.N:
+		return nil, Edited{}, errors.New("the story has no such revision: read it with get_story and edit from its current revision")
+	case st.Body == in.Body:
+		// An identical edit writes nothing and notifies nobody, whatever
+		// revision it is based on: it is the retry of the edit that made
+		// the current body, or a no-op. It only finishes a notice of the
+		// current revision that a failed post left open.
 		if last.Notified > 0 {
 			if err := a.afterCommit(ctx, markerKey("revision", user, in.Slug, strconv.Itoa(last.N)), "revision"); err != nil {
 				return nil, Edited{}, err
 			}
 		}
 		return nil, Edited{Slug: in.Slug, Revision: last.N, Notified: last.Notified}, nil
+	case in.Revision < last.N:
+		// The conditional write: another body, based on a revision the
+		// story has moved past. The story's version check makes it hold
+		// for parallel edits too: the loser runs again and lands here.
+		return nil, Edited{}, errStale
 	}
 	if len(st.Revisions) >= maxRevisions {
 		return nil, Edited{}, fmt.Errorf("a story keeps at most %d revisions", maxRevisions)

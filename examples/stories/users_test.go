@@ -50,8 +50,8 @@ func TestTwoUsersOverHTTP(t *testing.T) {
 		ok(t, e.ctx, alice, "report_reproduction", map[string]any{"slug": "shared", "handle": "@x"})
 		ok(t, e.ctx, bob, "report_reproduction", map[string]any{"slug": "shared", "handle": "@y"})
 		ok(t, e.ctx, bob, "report_check", map[string]any{"slug": "shared", "handle": "@y", "result": "fail"})
-		ok(t, e.ctx, bob, "edit_story", map[string]any{"slug": "shared", "body": "b2"})
-		if r := call(t, e.ctx, bob, "edit_story", map[string]any{"slug": "alice-only", "body": "taken"}); !r.IsError || r.Meta[idem.MetaError] != string(idem.CodeNotSaved) {
+		ok(t, e.ctx, bob, "edit_story", map[string]any{"slug": "shared", "revision": 1, "body": "b2"})
+		if r := call(t, e.ctx, bob, "edit_story", map[string]any{"slug": "alice-only", "revision": 1, "body": "taken"}); !r.IsError || r.Meta[idem.MetaError] != string(idem.CodeNotSaved) {
 			t.Errorf("Bob edited Alice's story: %s", text(r))
 		}
 		if r := call(t, e.ctx, bob, "get_story", map[string]any{"slug": "alice-only"}); !r.IsError {
@@ -132,7 +132,8 @@ func TestBadInput(t *testing.T) {
 		{"publish_story", map[string]any{"slug": "", "title": "t", "body": "b"}},
 		{"report_reproduction", map[string]any{"slug": "fine", "handle": "@a"}},
 		{"report_reproduction", map[string]any{"slug": "fine", "handle": secret + "/x"}},
-		{"edit_story", map[string]any{"slug": "fine", "body": secret}},
+		{"edit_story", map[string]any{"slug": "fine", "revision": 1, "body": secret}},
+		{"edit_story", map[string]any{"slug": "fine", "revision": secret, "body": "b"}},
 		{"report_check", map[string]any{"slug": "fine", "handle": "@a", "result": secret}},
 		{"get_story", map[string]any{"slug": "fine"}},
 	} {

@@ -582,6 +582,15 @@ var mutations = []mutation{
 		Pkg:    "./examples/focus",
 		Run:    "^TestNoIDIsRefusedWithCandidates$/^memory$",
 	},
+	{
+		Name:   "stories/edit-revision",
+		Guards: "an edit with another body, based on a revision the story moved past, is refused, so a model's reworded retry adds no revision",
+		File:   "examples/stories/stories.go",
+		From:   "	case in.Revision < last.N:",
+		To:     "	case false:",
+		Pkg:    "./examples/stories",
+		Run:    "^(TestModelRetry|TestEditRevision|TestEditStorm)$/^memory$",
+	},
 	// The background sweep: it runs without being asked, stops when it is
 	// turned off or its store is closed, and never keeps its store alive.
 	{
