@@ -18,13 +18,15 @@ const (
 var storiesWrites = []step{
 	call("publish", "publish_story", map[string]any{"slug": storySlug, "title": "Login loops", "body": storyBody, "op_id": "op-publish"}),
 	call("reproduce", "report_reproduction", map[string]any{"slug": storySlug, "handle": "@ana", "note": "on Firefox", "op_id": "op-reproduce"}),
-	call("edit", "edit_story", map[string]any{"slug": storySlug, "body": storyEdit, "op_id": "op-edit"}),
+	call("edit", "edit_story", map[string]any{"slug": storySlug, "revision": 1, "body": storyEdit, "op_id": "op-edit"}),
 	call("check", "report_check", map[string]any{"slug": storySlug, "handle": "@ben", "result": "pass", "op_id": "op-check"}),
 }
 
 // storiesPlan sends every write tool twice on one session (the second a
 // replay) and a third time without its op id (the record keys alone make
-// it harmless), then refusals; on a new session, every write again with its
+// it harmless), then refusals (among them the edit resent with a reworded
+// body on the revision it moved past, as a model may resend it); on a new
+// session, every write again with its
 // op id (a retry after a lost answer, as a client that reconnects sends
 // it), and get_story.
 func storiesPlan() plan {
@@ -43,7 +45,8 @@ func storiesPlan() plan {
 	first = append(first,
 		call("missing_key", "report_reproduction", map[string]any{"slug": storySlug}),
 		call("sentinel", "report_check", map[string]any{"slug": storySlug, "handle": "@ben", "result": sentinel}),
-		call("no_story", "edit_story", map[string]any{"slug": "never-published", "body": "x"}),
+		call("no_story", "edit_story", map[string]any{"slug": "never-published", "revision": 1, "body": "x"}),
+		call("edit_reworded", "edit_story", map[string]any{"slug": storySlug, "revision": 1, "body": storyEdit + " Reworded."}),
 	)
 	second = append(second, call("read", "get_story", map[string]any{"slug": storySlug}))
 	return plan{Sessions: []session{{Steps: first}, {Steps: second}}}
@@ -71,6 +74,11 @@ var storiesChecks = []check{
 					t.Errorf("%s claims idempotentHint but its key %s is not required (required: %v)", name, k, required)
 				}
 			}
+		}
+		// revision is edit_story's precondition, not a record key, and
+		// required all the same.
+		if required := stringsOf(mapAt(listedTool(t, out["list"], "edit_story"), "inputSchema")["required"]); !slices.Contains(required, "revision") {
+			t.Errorf("edit_story: revision is not required (required: %v)", required)
 		}
 		if mapAt(listedTool(t, out["list"], "get_story"), "annotations")["readOnlyHint"] != true {
 			t.Errorf("get_story is not marked read-only")
@@ -128,6 +136,7 @@ var storiesChecks = []check{
 		}
 		refused(t, out, "sentinel", "not_saved")
 		refused(t, out, "no_story", "not_saved")
+		refused(t, out, "edit_reworded", "not_saved")
 	}},
 	{"every_error_has_code", everyErrorHasCode},
 }
