@@ -49,6 +49,8 @@ func fingerprintArgs(args json.RawMessage) (string, error) {
 // decoded to drop op_id (the last of duplicate members counting, as in the
 // handler's decoding), canonicalized by the RFC 8785 library, and hashed
 // with the exact value of every number the canonical form does not hold.
+// The usual arguments take appendCanonical instead, which writes the same
+// bytes without the library's decoding.
 func fingerprintSum(args json.RawMessage) ([sha256.Size]byte, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
@@ -60,6 +62,19 @@ func fingerprintSum(args json.RawMessage) ([sha256.Size]byte, error) {
 	if !utf8.Valid(trimmed) {
 		return [sha256.Size]byte{}, errors.New("idem: arguments are not valid UTF-8")
 	}
+	if json.Valid(trimmed) {
+		var buf [512]byte
+		if canon, ok := appendCanonical(buf[:0], trimmed, opIDArgument); ok {
+			return sha256.Sum256(canon), nil
+		}
+	}
+	return libraryFingerprint(trimmed)
+}
+
+// libraryFingerprint is fingerprintSum, with the RFC 8785 library, for the
+// trimmed argument object in valid UTF-8 that appendCanonical (fastpath.go)
+// does not take.
+func libraryFingerprint(trimmed []byte) ([sha256.Size]byte, error) {
 	// Only arguments that may hold op_id (plainly or escaped) are decoded.
 	if bytes.Contains(trimmed, []byte("op_id")) || bytes.Contains(trimmed, []byte(`\u`)) {
 		var obj map[string]json.RawMessage

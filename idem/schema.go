@@ -113,6 +113,7 @@ type inputCheck struct {
 	props    map[string]*jsonschema.Resolved // each top-level property alone, where it resolves alone
 	closed   bool                            // additionalProperties: false
 	defaults bool                            // some subschema has a default to apply
+	fast     *fastSchema                     // nil: every call takes the full validator
 }
 
 func newInputCheck(s *jsonschema.Schema) (*inputCheck, error) {
@@ -132,6 +133,9 @@ func newInputCheck(s *jsonschema.Schema) (*inputCheck, error) {
 	// A property named "default" makes defaults be applied too; that is all.
 	b, err := json.Marshal(s)
 	ic.defaults = err != nil || bytes.Contains(b, []byte(`"default"`))
+	if !ic.defaults {
+		ic.fast = newFastSchema(s)
+	}
 	return ic, nil
 }
 
@@ -143,6 +147,15 @@ func isEmptySchema(s *jsonschema.Schema) bool {
 // check returns the arguments with the schema's defaults applied, or a
 // refusal. Absent or null arguments are the empty object.
 func (ic *inputCheck) check(args json.RawMessage) (json.RawMessage, *Error) {
+	if ic.fast != nil && len(args) > 0 && args[0] == '{' && json.Valid(args) && ic.fast.fastValid(args) {
+		return args, nil // what the full validator accepts, as sent
+	}
+	return ic.checkFull(args)
+}
+
+// checkFull is check with jsonschema-go's validator, for every call the fast
+// check (fastpath.go) is not sure of.
+func (ic *inputCheck) checkFull(args json.RawMessage) (json.RawMessage, *Error) {
 	m := map[string]any{}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
 		if trimmed[0] != '{' {

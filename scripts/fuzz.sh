@@ -21,6 +21,8 @@ targets=(
   "./idem FuzzToolCall"
   "./idem FuzzValidateOpID"
   "./idem FuzzFingerprint"
+  "./idem FuzzFastCheck"
+  "./idem FuzzCanonical"
   "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"

@@ -1,0 +1,606 @@
+package idem
+
+// Hand-written fast paths for the two library calls every tool call makes:
+// the argument check (jsonschema-go) and the fingerprint's canonical form
+// (RFC 8785, github.com/gowebpki/jcs). Each takes only the inputs it is sure
+// of, the usual ones, and answers exactly as the library would; everything
+// else goes to the library. FuzzFastCheck and FuzzCanonical compare the
+// two.
+
+import (
+	"encoding/json"
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// fastSchema is a subschema of the few keywords the schemas inferred from Go
+// types use (type, properties, required, additionalProperties, items,
+// minLength, maxLength, pattern). fastValid checks arguments against it
+// straight from their JSON text, without decoding them into a map: the full
+// validator costs about 40 allocations a call, this none. It answers only
+// "valid, certainly" or "not sure": every refusal, and every input it is
+// not sure of, goes to the full validator, so it can never accept what the
+// full validator refuses (FuzzFastCheck compares the two).
+type fastSchema struct {
+	supported bool      // false: a keyword outside the list above; never sure
+	types     jsonTypes // 0: any type
+	props     map[string]*fastSchema
+	bit       map[string]uint64 // each property's bit, for required
+	required  uint64            // the bits of the required properties
+	closed    bool              // additionalProperties: false
+	more      *fastSchema       // additionalProperties as a schema; nil: any
+	items     *fastSchema       // nil: any items
+	minLen    int
+	maxLen    int // -1: none
+	pattern   *regexp.Regexp
+}
+
+type jsonTypes uint8
+
+const (
+	typeNull jsonTypes = 1 << iota
+	typeBoolean
+	typeInteger // the JSON Schema "integer": a number with no fraction
+	typeNumber
+	typeString
+	typeArray
+	typeObject
+)
+
+var typeBits = map[string]jsonTypes{"null": typeNull, "boolean": typeBoolean, "integer": typeInteger,
+	"number": typeNumber | typeInteger, "string": typeString, "array": typeArray, "object": typeObject}
+
+// anySchema accepts every value.
+var anySchema = &fastSchema{supported: true, maxLen: -1}
+
+// newFastSchema compiles s, or returns nil when the fast check could never be
+// sure of it (so that a tool with such a schema does not try it on every
+// call).
+func newFastSchema(s *jsonschema.Schema) *fastSchema {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil
+	}
+	fs := compileFast(v)
+	if !fs.supported || fs.types != typeObject {
+		return nil
+	}
+	return fs
+}
+
+// compileFast compiles one subschema in its JSON form.
+func compileFast(v any) *fastSchema {
+	unsupported := &fastSchema{}
+	if b, ok := v.(bool); ok {
+		if b {
+			return anySchema
+		}
+		return unsupported
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return unsupported
+	}
+	fs := &fastSchema{supported: true, maxLen: -1}
+	for k, val := range m {
+		switch k {
+		case "description", "title", "required": // required: below, once properties are known
+		case "type":
+			switch t := val.(type) {
+			case string:
+				if fs.types = typeBits[t]; fs.types == 0 {
+					return unsupported
+				}
+			case []any:
+				for _, e := range t {
+					name, _ := e.(string)
+					bit := typeBits[name]
+					if bit == 0 {
+						return unsupported
+					}
+					fs.types |= bit
+				}
+			default:
+				return unsupported
+			}
+		case "properties":
+			props, ok := val.(map[string]any)
+			if !ok || len(props) > 64 {
+				return unsupported
+			}
+			fs.props = make(map[string]*fastSchema, len(props))
+			fs.bit = make(map[string]uint64, len(props))
+			for name, p := range props {
+				fs.props[name] = compileFast(p)
+				fs.bit[name] = 1 << len(fs.bit)
+			}
+		case "additionalProperties":
+			if val == false {
+				fs.closed = true
+			} else if fs.more = compileFast(val); !fs.more.supported {
+				return unsupported
+			}
+		case "items":
+			if fs.items = compileFast(val); !fs.items.supported {
+				return unsupported
+			}
+		case "minLength", "maxLength":
+			n, ok := val.(float64)
+			if !ok || n < 0 || n != float64(int(n)) {
+				return unsupported
+			}
+			if k == "minLength" {
+				fs.minLen = int(n)
+			} else {
+				fs.maxLen = int(n)
+			}
+		case "pattern":
+			p, ok := val.(string)
+			if !ok {
+				return unsupported
+			}
+			re, err := regexp.Compile(p) // as the full validator compiles it
+			if err != nil {
+				return unsupported
+			}
+			fs.pattern = re
+		default:
+			return unsupported
+		}
+	}
+	if req, ok := m["required"]; ok {
+		list, ok := req.([]any)
+		if !ok {
+			return unsupported
+		}
+		for _, e := range list {
+			name, _ := e.(string)
+			bit, known := fs.bit[name]
+			if !known {
+				return unsupported // required but not a property: leave it to the full validator
+			}
+			fs.required |= bit
+		}
+	}
+	return fs
+}
+
+// fastValid reports whether the JSON text b, which must be valid JSON,
+// certainly matches fs. False means "not sure", not "invalid".
+func (fs *fastSchema) fastValid(b []byte) bool {
+	end, ok := fs.value(b, skipSpace(b, 0))
+	return ok && skipSpace(b, end) == len(b)
+}
+
+// maxNumberLen bounds the numbers the fast check reads: a number without an
+// exponent and at most this long is within a double's range, which the full
+// validator's decoding requires.
+const maxNumberLen = 300
+
+// value checks the value starting at b[i] and returns the index just past
+// it.
+func (fs *fastSchema) value(b []byte, i int) (int, bool) {
+	if !fs.supported || i >= len(b) {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '{':
+		if !fs.allows(typeObject) {
+			return i, false
+		}
+		return fs.object(b, i)
+	case c == '[':
+		if !fs.allows(typeArray) {
+			return i, false
+		}
+		items := fs.items
+		if items == nil {
+			items = anySchema
+		}
+		i = skipSpace(b, i+1)
+		if b[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			end, ok := items.value(b, i)
+			if !ok {
+				return i, false
+			}
+			i = skipSpace(b, end)
+			if b[i] == ']' {
+				return i + 1, true
+			}
+			i = skipSpace(b, i+1) // past ','
+		}
+	case c == '"':
+		if !fs.allows(typeString) {
+			return i, false
+		}
+		end := stringEnd(b, i)
+		return end + 1, fs.stringOK(b[i+1 : end])
+	case c == 't' || c == 'f':
+		n := 4
+		if c == 'f' {
+			n = 5
+		}
+		return i + n, fs.allows(typeBoolean)
+	case c == 'n':
+		return i + 4, fs.allows(typeNull)
+	default:
+		return fs.number(b, i)
+	}
+}
+
+func (fs *fastSchema) allows(t jsonTypes) bool { return fs.types == 0 || fs.types&t != 0 }
+
+// stringOK checks the raw contents s of a JSON string against the string
+// keywords. With any of them it is sure only of printable ASCII without
+// escapes, where the decoded string is s and its length in code points is
+// len(s).
+func (fs *fastSchema) stringOK(s []byte) bool {
+	if fs.minLen == 0 && fs.maxLen < 0 && fs.pattern == nil {
+		return true
+	}
+	for _, c := range s {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return false
+		}
+	}
+	return len(s) >= fs.minLen && (fs.maxLen < 0 || len(s) <= fs.maxLen) && (fs.pattern == nil || fs.pattern.Match(s))
+}
+
+// number checks the number starting at b[i]: sure only of one without an
+// exponent, and of an integer only when it has no fraction part.
+func (fs *fastSchema) number(b []byte, i int) (int, bool) {
+	start, fraction, exponent := i, false, false
+	for ; i < len(b) && (b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E' || b[i] >= '0' && b[i] <= '9'); i++ {
+		switch b[i] {
+		case '.':
+			fraction = true
+		case 'e', 'E':
+			exponent = true
+		}
+	}
+	if exponent || i == start || i-start > maxNumberLen {
+		return i, false
+	}
+	if fs.types == 0 || fs.types&typeNumber != 0 {
+		return i, true
+	}
+	return i, fs.types&typeInteger != 0 && !fraction
+}
+
+// object checks the object starting at b[i]: sure only when no member
+// name it must compare has escapes or bytes beyond ASCII and every required
+// property is there. Every member's value is checked, so a duplicate
+// property, of which the decoder keeps the last, needs no special case.
+func (fs *fastSchema) object(b []byte, i int) (int, bool) {
+	var seen uint64
+	i = skipSpace(b, i+1)
+	for b[i] == '"' {
+		end := stringEnd(b, i)
+		name := b[i+1 : end]
+		sub := anySchema
+		if fs.props != nil || fs.closed || fs.more != nil {
+			for _, c := range name {
+				if c == '\\' || c >= 0x80 {
+					return i, false
+				}
+			}
+			if p, ok := fs.props[string(name)]; ok {
+				seen |= fs.bit[string(name)]
+				sub = p
+			} else if fs.closed {
+				return i, false
+			} else if fs.more != nil {
+				sub = fs.more
+			}
+		}
+		i = skipSpace(b, skipSpace(b, end+1)+1) // past ':'
+		vend, ok := sub.value(b, i)
+		if !ok {
+			return i, false
+		}
+		i = skipSpace(b, vend)
+		if b[i] == '}' {
+			break
+		}
+		i = skipSpace(b, i+1) // past ','
+	}
+	return i + 1, seen&fs.required == fs.required
+}
+
+// appendCanonical appends to out the RFC 8785 form of the valid JSON object
+// b without its top-level member named skip, as libraryFingerprint's
+// decoding and jcs.Transform would write it, in one pass and without
+// allocating beyond out.
+// It takes the arguments a handler's Go type gives (what encoding/json
+// writes): object names of plain ASCII, integers of at most 15 digits,
+// strings with any escape but a surrogate pair. For anything else (another
+// number, a name with an escape or a byte beyond ASCII, invalid UTF-8, a
+// duplicate name) it reports false, and the caller takes the library (jcs).
+// FuzzCanonical compares the two.
+func appendCanonical(out, b []byte, skip string) ([]byte, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' || !utf8.Valid(b) { // invalid UTF-8 anywhere, even in skip's value, is refused
+		return out, false
+	}
+	out, i, ok := canonValue(out, b, i, skip, 0)
+	return out, ok && skipSpace(b, i) == len(b)
+}
+
+// maxCanonDepth bounds the nesting appendCanonical follows; deeper input
+// goes to the library, which has its own bound.
+const maxCanonDepth = 64
+
+// canonMember is an object member: its name (the bytes between the quotes)
+// and where its value starts.
+type canonMember struct {
+	name  []byte
+	value int
+}
+
+// canonValue appends the canonical form of the value at b[i], skipping the
+// member skip of the object at depth 0, and returns the index past it.
+func canonValue(out, b []byte, i int, skip string, depth int) ([]byte, int, bool) {
+	if depth > maxCanonDepth {
+		return out, i, false
+	}
+	switch c := b[i]; {
+	case c == '{':
+		var buf [16]canonMember
+		members := buf[:0]
+		i = skipSpace(b, i+1)
+		for b[i] == '"' {
+			end := stringEnd(b, i)
+			name := b[i+1 : end]
+			for _, c := range name {
+				if c == '\\' || c >= utf8.RuneSelf {
+					return out, i, false // UTF-16 order, escapes: the library's
+				}
+			}
+			i = skipSpace(b, skipSpace(b, end+1)+1) // past ':'
+			if depth > 0 || skip == "" || string(name) != skip {
+				members = append(members, canonMember{name: name, value: i})
+			}
+			i = skipSpace(b, valueEnd(b, i))
+			if b[i] == '}' {
+				break
+			}
+			i = skipSpace(b, i+1) // past ','
+		}
+		end := i + 1
+		sortMembers(members)
+		out = append(out, '{')
+		for k, m := range members {
+			if k > 0 {
+				if string(members[k-1].name) == string(m.name) {
+					return out, i, false // a duplicate name
+				}
+				out = append(out, ',')
+			}
+			out = append(append(append(out, '"'), m.name...), '"', ':')
+			var ok bool
+			if out, _, ok = canonValue(out, b, m.value, skip, depth+1); !ok {
+				return out, i, false
+			}
+		}
+		return append(out, '}'), end, true
+	case c == '[':
+		out = append(out, '[')
+		i = skipSpace(b, i+1)
+		for first := true; b[i] != ']'; first = false {
+			if !first {
+				out = append(out, ',')
+			}
+			var ok bool
+			if out, i, ok = canonValue(out, b, i, skip, depth+1); !ok {
+				return out, i, false
+			}
+			if i = skipSpace(b, i); b[i] == ',' {
+				i = skipSpace(b, i+1)
+			}
+		}
+		return append(out, ']'), i + 1, true
+	case c == '"':
+		end := stringEnd(b, i)
+		out, ok := appendCanonString(out, b[i+1:end])
+		return out, end + 1, ok
+	case c == 't':
+		return append(out, "true"...), i + 4, true
+	case c == 'f':
+		return append(out, "false"...), i + 5, true
+	case c == 'n':
+		return append(out, "null"...), i + 4, true
+	}
+	// A number: only an integer of at most 15 digits, which a double holds
+	// exactly and ECMAScript writes as its digits ("-0" as "0").
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	digits := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if n := i - digits; n == 0 || n > 15 || (i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E')) {
+		return out, i, false
+	}
+	if string(b[start:i]) == "-0" {
+		return append(out, '0'), i, true
+	}
+	return append(out, b[start:i]...), i, true
+}
+
+// sortMembers sorts members by name, byte order (UTF-16 order for the
+// ASCII names it is given).
+func sortMembers(m []canonMember) {
+	for i := 1; i < len(m); i++ { // insertion sort: objects are small
+		for k := i; k > 0 && string(m[k].name) < string(m[k-1].name); k-- {
+			m[k], m[k-1] = m[k-1], m[k]
+		}
+	}
+}
+
+// appendCanonString appends the RFC 8785 form of the JSON string whose
+// contents (between the quotes) are raw: escapes decoded, and only '"',
+// '\\' and control characters escaped again.
+func appendCanonString(out, raw []byte) ([]byte, bool) {
+	out = append(out, '"')
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			var r rune
+			switch e := raw[i+1]; e {
+			case 'u':
+				v, ok := hex4(raw[i+2 : i+6])
+				if !ok || v >= 0xd800 && v <= 0xdfff {
+					return out, false // a surrogate pair: the library's
+				}
+				r, i = v, i+6
+			case 'b':
+				r, i = '\b', i+2
+			case 'f':
+				r, i = '\f', i+2
+			case 'n':
+				r, i = '\n', i+2
+			case 'r':
+				r, i = '\r', i+2
+			case 't':
+				r, i = '\t', i+2
+			default: // '"', '\\', '/'
+				r, i = rune(e), i+2
+			}
+			out = appendCanonRune(out, r)
+		case c < utf8.RuneSelf:
+			out = appendCanonRune(out, rune(c))
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return out, false
+			}
+			out = append(out, raw[i:i+size]...)
+			i += size
+		}
+	}
+	return append(out, '"'), true
+}
+
+func appendCanonRune(out []byte, r rune) []byte {
+	const hexDigits = "0123456789abcdef"
+	switch r {
+	case '"', '\\':
+		return append(out, '\\', byte(r))
+	case '\b':
+		return append(out, '\\', 'b')
+	case '\f':
+		return append(out, '\\', 'f')
+	case '\n':
+		return append(out, '\\', 'n')
+	case '\r':
+		return append(out, '\\', 'r')
+	case '\t':
+		return append(out, '\\', 't')
+	}
+	if r < 0x20 {
+		return append(out, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
+	}
+	return utf8.AppendRune(out, r)
+}
+
+// hex4 reads four hex digits.
+func hex4(b []byte) (rune, bool) {
+	var v rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, len(b) == 4
+}
+
+// valueEnd returns the index of the ',' or '}' that ends the member value
+// starting at i in the valid JSON object text b.
+func valueEnd(b []byte, i int) int {
+	var text jsonText
+	depth := 0
+	for ; i < len(b); i++ {
+		c := b[i]
+		if !text.outside(c) {
+			continue
+		}
+		switch c {
+		case '{', '[':
+			depth++
+		case ']':
+			depth--
+		case '}', ',':
+			if depth == 0 {
+				return i
+			}
+			if c == '}' {
+				depth--
+			}
+		}
+	}
+	return len(b) - 1
+}
+
+// jsonText follows JSON text a byte at a time to tell string contents from
+// the rest.
+type jsonText struct{ inString, escaped bool }
+
+// outside reports whether c, the next byte, is outside every string; an
+// opening quote is, its string's contents and closing quote are not.
+func (j *jsonText) outside(c byte) bool {
+	if j.inString {
+		switch {
+		case j.escaped:
+			j.escaped = false
+		case c == '\\':
+			j.escaped = true
+		case c == '"':
+			j.inString = false
+		}
+		return false
+	}
+	if c == '"' {
+		j.inString = true
+	}
+	return true
+}
+
+// skipSpace returns the index of the first byte at or after i in the valid
+// JSON text b that is not white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index of the quote that closes the string opening
+// at i in the valid JSON text b.
+func stringEnd(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i
+}
