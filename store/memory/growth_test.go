@@ -13,22 +13,6 @@ import (
 	"github.com/idemkit/sdk/store/storetest"
 )
 
-// The growth run of docs/sweep.md: 300 first calls, each with an op id of
-// its own and a label the tool answers back, of 64 KiB, or of 400 KiB (the
-// run of the figures) with IDEMKIT_GROWTH_LABEL=409600.
-const growthCalls = 300
-
-func growthLabel(t *testing.T) int {
-	if v := os.Getenv("IDEMKIT_GROWTH_LABEL"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("IDEMKIT_GROWTH_LABEL=%q: want a positive number of bytes", v)
-		}
-		return n
-	}
-	return 64 << 10
-}
-
 // heldBytes is the heap in use after a collection: what the store (and
 // anything else the test still holds) keeps.
 func heldBytes() uint64 {
@@ -62,15 +46,15 @@ func TestBackgroundSweepReclaims(t *testing.T) {
 	s := memory.New(&memory.Options{Now: clock.Now, SweepEvery: 100 * time.Millisecond})
 	defer s.Close()
 
-	label := growthLabel(t)
+	label := storetest.GrowthLabel(t)
 	before, rssBefore := heldBytes(), rss()
 	start := time.Now()
-	storetest.FillOpRecords(t, s, clock.Now, time.Minute, growthCalls, label)
+	storetest.FillOpRecords(t, s, clock.Now, time.Minute, storetest.GrowthCalls, label)
 	filled := time.Since(start)
 	grown, rssGrown := heldBytes(), rss()
 	growth := int64(grown) - int64(before)
-	if growth < int64(growthCalls*label) {
-		t.Fatalf("the store grew by %d bytes with %d answers of %d bytes: the op records are not held", growth, growthCalls, label)
+	if growth < int64(storetest.GrowthCalls*label) {
+		t.Fatalf("the store grew by %d bytes with %d answers of %d bytes: the op records are not held", growth, storetest.GrowthCalls, label)
 	}
 
 	clock.Advance(2 * time.Minute) // every op record has expired
@@ -83,7 +67,7 @@ func TestBackgroundSweepReclaims(t *testing.T) {
 	swept := time.Since(deadline.Add(-30 * time.Second))
 	rssAfter := rss()
 	t.Logf("heap in use: %.1f MB before, %.1f MB after %d calls of %d bytes (%v), %.1f MB %v after they expired; RSS %.1f, %.1f, %.1f MB",
-		mb(before), mb(grown), growthCalls, label, filled.Round(time.Millisecond), mb(after), swept.Round(time.Millisecond), mb(rssBefore), mb(rssGrown), mb(rssAfter))
+		mb(before), mb(grown), storetest.GrowthCalls, label, filled.Round(time.Millisecond), mb(after), swept.Round(time.Millisecond), mb(rssBefore), mb(rssGrown), mb(rssAfter))
 	if int64(after)-int64(before) > growth/20 {
 		t.Errorf("30 s after the op records expired the store still holds %d of the %d bytes it grew by", int64(after)-int64(before), growth)
 	}

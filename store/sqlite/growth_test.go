@@ -4,29 +4,12 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/idemkit/sdk/store/sqlite"
 	"github.com/idemkit/sdk/store/storetest"
 )
-
-// The growth run of docs/sweep.md: 300 first calls, each with an op id of
-// its own and a label the tool answers back, of 64 KiB, or of 400 KiB (the
-// run of the figures) with IDEMKIT_GROWTH_LABEL=409600.
-const growthCalls = 300
-
-func growthLabel(t *testing.T) int {
-	if v := os.Getenv("IDEMKIT_GROWTH_LABEL"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("IDEMKIT_GROWTH_LABEL=%q: want a positive number of bytes", v)
-		}
-		return n
-	}
-	return 64 << 10
-}
 
 // dbSize is what a database file holds: its pages (as SQLite counts them,
 // the WAL's included) and those of them on the freelist, which later
@@ -77,16 +60,16 @@ func TestBackgroundSweepReclaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	label := growthLabel(t)
+	label := storetest.GrowthLabel(t)
 
 	before := measure(t, db)
 	start := time.Now()
-	storetest.FillOpRecords(t, s, clock.Now, time.Minute, growthCalls, label)
+	storetest.FillOpRecords(t, s, clock.Now, time.Minute, storetest.GrowthCalls, label)
 	filled := time.Since(start)
 	grown, grownFile := measure(t, db), fileBytes(path)+fileBytes(path+"-wal")
 	growth := grown.used() - before.used()
-	if growth < int64(growthCalls*label) {
-		t.Fatalf("the database grew by %d bytes with %d answers of %d bytes: the op records are not kept", growth, growthCalls, label)
+	if growth < int64(storetest.GrowthCalls*label) {
+		t.Fatalf("the database grew by %d bytes with %d answers of %d bytes: the op records are not kept", growth, storetest.GrowthCalls, label)
 	}
 
 	clock.Advance(2 * time.Minute) // every op record has expired
@@ -98,12 +81,12 @@ func TestBackgroundSweepReclaims(t *testing.T) {
 	}
 	swept := time.Since(start)
 	t.Logf("pages in use: %.1f MB before, %.1f MB after %d calls of %d bytes (%v), %.1f MB %v after they expired; database %.1f MB then, with %.1f MB free; files (database and WAL) %.1f MB",
-		mb(before.used()), mb(grown.used()), growthCalls, label, filled.Round(time.Millisecond), mb(after.used()), swept.Round(time.Millisecond), mb(after.total()), mb(after.free*after.pageSize), mb(grownFile))
+		mb(before.used()), mb(grown.used()), storetest.GrowthCalls, label, filled.Round(time.Millisecond), mb(after.used()), swept.Round(time.Millisecond), mb(after.total()), mb(after.free*after.pageSize), mb(grownFile))
 	if after.used()-before.used() > growth/20 {
 		t.Fatalf("30 s after the op records expired the database still uses %d of the %d bytes it grew by", after.used()-before.used(), growth)
 	}
 
-	storetest.FillOpRecords(t, s, clock.Now, time.Minute, growthCalls, label)
+	storetest.FillOpRecords(t, s, clock.Now, time.Minute, storetest.GrowthCalls, label)
 	again := measure(t, db)
 	t.Logf("the same calls again: database %.1f MB, %.1f MB in use; files %.1f MB", mb(again.total()), mb(again.used()), mb(fileBytes(path)+fileBytes(path+"-wal")))
 	if again.total() > grown.total()+grown.total()/10 {

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,25 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 )
+
+// GrowthCalls is how many first calls the growth run of docs/sweep.md
+// makes with FillOpRecords.
+const GrowthCalls = 300
+
+// GrowthLabel is the size in bytes of the label each call of the growth
+// run sends: 64 KiB, or the value of IDEMKIT_GROWTH_LABEL (409600 for the
+// run of the figures in docs/sweep.md).
+func GrowthLabel(t testing.TB) int {
+	t.Helper()
+	if v := os.Getenv("IDEMKIT_GROWTH_LABEL"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("IDEMKIT_GROWTH_LABEL=%q: want a positive number of bytes", v)
+		}
+		return n
+	}
+	return 64 << 10
+}
 
 type labelIn struct {
 	Label string `json:"label"`

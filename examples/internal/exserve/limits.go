@@ -137,12 +137,13 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 			http.Error(w, "400 request body could not be read", http.StatusBadRequest)
 			return
 		}
-		if n := messages(b); l.MaxBatch > 0 && n > l.MaxBatch {
+		n, method := messages(b)
+		if l.MaxBatch > 0 && n > l.MaxBatch {
 			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d in one request (the server's -max-batch); send them one per request", n, l.MaxBatch), http.StatusBadRequest)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
-		if isListen(b) {
+		if method == "subscriptions/listen" {
 			// A subscriptions/listen stream (protocol 2026-07-28) stays
 			// open for as long as the client's session: it holds none of
 			// the user's call slots, and the write timeout, a bound on an
@@ -155,7 +156,6 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			user = ti.UserID
 		}
-		n := messages(b)
 		if !g.acquire(r.Context(), user, n) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, fmt.Sprintf("429 too many calls of this user in progress: at most %d at once and as many waiting (the server's -max-calls); retry once one is answered", g.max), http.StatusTooManyRequests)
@@ -166,27 +166,23 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 	})
 }
 
-// isListen reports whether body is one JSON-RPC request to open a
-// subscriptions/listen stream.
-func isListen(body []byte) bool {
+// messages returns how many JSON-RPC messages body holds (the length of a
+// batch, or 1 for anything else: the go-sdk answers what it cannot parse)
+// and, for one message, its method. The body is decoded once.
+func messages(body []byte) (n int, method string) {
+	body = bytes.TrimLeft(body, " \t\r\n")
+	if len(body) > 0 && body[0] == '[' {
+		var batch []json.RawMessage
+		if json.Unmarshal(body, &batch) != nil {
+			return 1, ""
+		}
+		return len(batch), ""
+	}
 	var m struct {
 		Method string `json:"method"`
 	}
-	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
-}
-
-// messages returns how many JSON-RPC messages body holds: the length of a
-// batch, or 1 for anything else (the go-sdk answers what it cannot parse).
-func messages(body []byte) int {
-	body = bytes.TrimLeft(body, " \t\r\n")
-	if len(body) == 0 || body[0] != '[' {
-		return 1
-	}
-	var batch []json.RawMessage
-	if json.Unmarshal(body, &batch) != nil {
-		return 1
-	}
-	return len(batch)
+	json.Unmarshal(body, &m) // a body that does not decode has no method
+	return 1, m.Method
 }
 
 // gate lets each user have at most max messages being handled at once,
