@@ -18,6 +18,7 @@ var focusWrites = []struct {
 	{"heartbeat", "heartbeat", map[string]any{"session_id": "s1", "at": "2026-03-02T13:50:00Z", "note": "outline done"}, false},
 	{"log", "log_session", map[string]any{"log_id": "walk-1", "started_at": "2026-03-02T07:00:00Z", "minutes": 25, "note": "walk"}, false},
 	{"steps", "add_steps", map[string]any{"date": "2026-03-02", "steps": 1200, "op_id": "op-steps"}, true},
+	{"device_steps", "set_steps", map[string]any{"device": "watch", "date": "2026-03-02", "steps": 900}, false},
 	{"end", "end_focus", map[string]any{"session_id": "s1", "device": "phone", "end_at": "2026-03-02T14:05:00Z", "outcome": "done", "op_id": "op-stop"}, true},
 	{"start2", "start_focus", map[string]any{"device": "laptop", "label": "review", "session_id": "s2", "started_at": "2026-03-02T14:10:00Z"}, false},
 	{"delete", "delete_session", map[string]any{"session_id": "s2"}, false},
@@ -42,6 +43,7 @@ func focusPlan() plan {
 		call("start3", "start_focus", map[string]any{"device": "desk", "label": "email", "session_id": "s3"}),
 		call("log_missing_key", "log_session", map[string]any{"started_at": "2026-03-02T08:00:00Z", "minutes": 5}),
 		call("steps_no_op_id", "add_steps", map[string]any{"date": "2026-03-02", "steps": 5}),
+		call("set_steps_no_device", "set_steps", map[string]any{"date": "2026-03-02", "steps": 5}),
 		call("stop_before_start", "end_focus", map[string]any{"session_id": "s3", "device": "desk", "end_at": "2000-01-01T00:00:00Z"}),
 	)
 	again = append(again, call("now", "get_now", map[string]any{}), call("day", "list_sessions", map[string]any{"date": "2026-03-02"}))
@@ -50,7 +52,7 @@ func focusPlan() plan {
 
 var focusChecks = []check{
 	{"list_tools", func(t *testing.T, out map[string]outcome) {
-		listsTools(t, out["list"], "start_focus", "end_focus", "delete_session", "log_session", "add_steps", "heartbeat",
+		listsTools(t, out["list"], "start_focus", "end_focus", "delete_session", "log_session", "add_steps", "set_steps", "heartbeat",
 			"get_now", "list_sessions", "get_operation")
 	}},
 	{"no_boolean_subschemas", func(t *testing.T, out map[string]outcome) {
@@ -75,8 +77,8 @@ var focusChecks = []check{
 		if err := remarshal(result(t, out, "day").StructuredContent, &day); err != nil {
 			t.Fatal(err)
 		}
-		if day.Steps != 1200 || day.LoggedMinutes != 25 || len(day.Sessions) != 1 {
-			t.Errorf("the day after every write three times: %d steps, %d minutes, %d sessions; want 1200, 25, 1 (s2 deleted)",
+		if day.Steps != 2100 || day.LoggedMinutes != 25 || len(day.Sessions) != 1 {
+			t.Errorf("the day after every write three times: %d steps, %d minutes, %d sessions; want 2100 (1200 added, 900 set), 25, 1 (s2 deleted)",
 				day.Steps, day.LoggedMinutes, len(day.Sessions))
 		}
 	}},
@@ -94,6 +96,7 @@ var focusChecks = []check{
 	{"refusals", func(t *testing.T, out map[string]outcome) {
 		refused(t, out, "log_missing_key", "missing_key")
 		refused(t, out, "steps_no_op_id", "invalid_op_id")
+		refused(t, out, "set_steps_no_device", "missing_key")
 		refused(t, out, "stop_before_start", "event_before_start")
 	}},
 	{"honest_idempotent_hint", func(t *testing.T, out map[string]outcome) {
@@ -101,13 +104,13 @@ var focusChecks = []check{
 		// device's slot and stop, log_session, heartbeat), a required op id
 		// (add_steps), or by its own logic (delete_session: a tombstone, and
 		// no guessed target). A tool with an optional op id must have keys.
-		for _, name := range []string{"start_focus", "end_focus", "delete_session", "log_session", "add_steps", "heartbeat"} {
+		for _, name := range []string{"start_focus", "end_focus", "delete_session", "log_session", "add_steps", "set_steps", "heartbeat"} {
 			tool := listedTool(t, out["list"], name)
 			hint := mapAt(tool, "annotations")["idempotentHint"] == true
 			props := mapAt(mapAt(tool, "inputSchema"), "properties")
 			required := stringsOf(mapAt(tool, "inputSchema")["required"])
 			_, takesOpID := props["op_id"]
-			keyed := slices.Contains([]string{"start_focus", "end_focus", "log_session", "heartbeat"}, name)
+			keyed := slices.Contains([]string{"start_focus", "end_focus", "log_session", "set_steps", "heartbeat"}, name)
 			if !hint {
 				t.Errorf("%s: idempotentHint false", name)
 			}
