@@ -41,24 +41,27 @@ func DirectToolWithoutTelemetry[In, Out any](s Store, h HandlerFor[In, Out], opt
 }
 
 func directTool[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
-	t, err := newTool(&mcp.Tool{Name: "tool"}, c, s, h)
+	t, err := sdkTool(&mcp.Tool{Name: "tool"}, c, s, h)
 	if err != nil { // an In such as json.RawMessage: any object
-		t, err = newTool(&mcp.Tool{Name: "tool", InputSchema: &jsonschema.Schema{Type: "object"}}, c, s, h)
+		t, err = sdkTool(&mcp.Tool{Name: "tool", InputSchema: &jsonschema.Schema{Type: "object"}}, c, s, h)
 	}
 	if err != nil {
 		panic(err)
 	}
 	return func(ctx context.Context, req *mcp.CallToolRequest, _ In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
-		res, err := t.handle(ctx, req)
+		res, err := handlerOf(t.serve)(ctx, req)
 		return res, zero, err
 	}
 }
 
 // StatusHandler returns the handler RegisterStatusTool registers.
 func StatusHandler(s Store, opts ...Option) mcp.ToolHandler {
-	_, h := statusTool(s, opts...)
-	return h
+	w, err := statusTool(s, decodeResult, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return handlerOf(w.Call)
 }
 
 // LookupOp reads the live op record of (scope, tool, opID).

@@ -16,39 +16,22 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
-// HandlerFor is a typed tool handler that writes through tx. It mirrors
-// [mcp.ToolHandlerFor] with the transaction added: everything it writes
-// through tx commits together with the op record, or not at all. It must
-// have no effect outside tx: it may run again if its transaction loses a
-// race, and it may run, in a transaction that rolls back, on a repeat that
-// reaches a handler which has not answered the op lately (see [ReadFirst]).
-// Outbound effects go through [AfterCommit]; a handler that talks to the
-// client while it runs (progress, elicitation) may want [ReadFirst].
-//
-// Returning an error, a result with IsError set, or a result with input
-// requests rolls the transaction back and stores nothing, so a retry runs
-// again. A returned *Error is sent to the caller with its code; any other
-// error with code not_saved and the error's text, which must not hold
-// argument values either.
-type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error)
-
 // tool is one wrapped handler: what it publishes, how its calls are checked,
 // and the state its calls share.
 type tool[In, Out any] struct {
-	desc   *mcp.Tool
-	c      *config
-	s      Store
-	h      HandlerFor[In, Out]
-	in     *inputCheck
-	out    output
-	fl     *flights
-	recent *recentOps
+	def        ToolDef // as published
+	c          *config
+	s          Store
+	h          WrappedHandler[In, Out]
+	readResult func(json.RawMessage) (any, error) // a stored result, into the library's type
+	in         *inputCheck
+	out        output
+	fl         *flights
+	recent     *recentOps
 }
 
 // output says how a handler's Out becomes structured content.
@@ -77,65 +60,21 @@ func (o output) encode(out any) (json.RawMessage, error) {
 	return json.Marshal(out)
 }
 
-// handle is the tool's mcp.ToolHandler. It answers every call with a result,
-// never a protocol error.
-func (t *tool[In, Out]) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if req == nil || req.Params == nil {
-		return refusal(newError(CodeInternal, "no tool call request")), nil
-	}
-	start := time.Now()
-	ctx, span := t.c.instruments.start(ctx, req)
-	o := &op{tool: req.Params.Name}
-	var res *mcp.CallToolResult
-	if a, refused := t.call(ctx, o, req); refused != nil {
-		res = refusal(refused)
-	} else {
-		res = a.result()
-	}
-	t.report(ctx, span, req, o, res, time.Since(start))
-	return res, nil
-}
-
 // An answer is what a call sends back when it is not refused.
 type answer struct {
-	res      *mcp.CallToolResult // the handler's result, or a fresh copy of the stored one; may be nil
-	out      json.RawMessage     // structured content, or nil
+	res      any             // the handler's result, or a fresh copy of the stored one; may be nil
+	out      json.RawMessage // structured content, or nil
+	code     Code            // for the handler's error result: its code
 	replayed bool
 }
 
-// result builds the tool result as the SDK does for typed handlers: the
-// structured output, and a text copy of it when the handler sent no content
-// (or sent content beside an output that is not an object).
-func (a *answer) result() *mcp.CallToolResult {
-	res := a.res
-	if res == nil {
-		res = &mcp.CallToolResult{}
+// errorCode is the code of the handler's error result; "" for another
+// answer, or none.
+func (a *answer) errorCode() Code {
+	if a == nil {
+		return ""
 	}
-	if a.replayed {
-		if res.Meta == nil {
-			res.Meta = mcp.Meta{}
-		}
-		res.Meta[MetaReplayed] = true
-	}
-	if res.IsError {
-		if _, coded := res.Meta[MetaError]; !coded {
-			if res.Meta == nil {
-				res.Meta = mcp.Meta{}
-			}
-			res.Meta[MetaError] = string(CodeNotSaved)
-		}
-		return res
-	}
-	if res.InputRequests != nil || len(a.out) == 0 {
-		return res
-	}
-	res.StructuredContent = a.out
-	if res.Content == nil {
-		res.Content = []mcp.Content{&mcp.TextContent{Text: string(a.out)}}
-	} else if a.out[0] != '{' {
-		res.Content = append(res.Content, &mcp.TextContent{Text: string(a.out)})
-	}
-	return res
+	return a.code
 }
 
 // call answers one tool call, or refuses it. The steps, each a function
@@ -150,18 +89,18 @@ func (a *answer) result() *mcp.CallToolResult {
 //     handler and create the op record in one transaction (transact); answer
 //     a record found on the way as a replay (replay); settle a commit of
 //     unknown outcome (unknown); answer the handler's result (finish).
-func (t *tool[In, Out]) call(ctx context.Context, o *op, req *mcp.CallToolRequest) (*answer, *Error) {
-	in, opID, refused := t.check(req)
+func (t *tool[In, Out]) call(ctx context.Context, o *op, c *Call) (*answer, *Error) {
+	in, opID, refused := t.check(c)
 	if refused != nil {
 		return nil, refused
 	}
 	if opID == "" {
-		if t.c.requireScope && t.c.scope(ctx, req) == "" {
+		if t.c.requireScope && t.c.scope(ctx, c) == "" {
 			return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
 		}
-		return t.runPlain(ctx, o, req, in)
+		return t.runPlain(ctx, o, c, in)
 	}
-	if refused := t.newOp(ctx, o, req, in, opID); refused != nil {
+	if refused := t.newOp(ctx, o, c, in, opID); refused != nil {
 		return nil, refused
 	}
 	release, waited, err := t.fl.acquire(ctx, o.key, t.c.busyAfter)
@@ -172,14 +111,14 @@ func (t *tool[In, Out]) call(ctx context.Context, o *op, req *mcp.CallToolReques
 		return nil, newError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
 	defer release()
-	return t.runOp(ctx, o, req, in)
+	return t.runOp(ctx, o, c, in)
 }
 
 // check refuses, before anything runs, a call whose op id, record keys or
 // arguments are not well formed, in that order, and decodes the arguments.
 // The op id is "" when the call carries none.
-func (t *tool[In, Out]) check(req *mcp.CallToolRequest) (in In, opID string, refused *Error) {
-	raw := req.Params.Arguments
+func (t *tool[In, Out]) check(c *Call) (in In, opID string, refused *Error) {
+	raw := c.Arguments
 	args, invalid := t.in.check(raw)
 	// The op id and the keys are checked first, even when the rest of the
 	// arguments fails the schema; named is empty for absent or null
@@ -189,7 +128,7 @@ func (t *tool[In, Out]) check(req *mcp.CallToolRequest) (in In, opID string, ref
 		return in, "", invalid // not a JSON object, or not JSON at all
 	}
 	if t.c.opID {
-		if opID, refused = opIDOf(named, req.Params.Meta); refused != nil {
+		if opID, refused = opIDOf(named, c.Meta); refused != nil {
 			return in, "", refused
 		}
 	}
@@ -255,8 +194,8 @@ type op struct {
 
 // newOp fills in o, a call with op id opID: its scope, the op record's key
 // and the arguments' encoding.
-func (t *tool[In, Out]) newOp(ctx context.Context, o *op, req *mcp.CallToolRequest, in In, opID string) *Error {
-	scope, refused := t.c.opScope(ctx, req)
+func (t *tool[In, Out]) newOp(ctx context.Context, o *op, c *Call, in In, opID string) *Error {
+	scope, refused := t.c.opScope(ctx, c)
 	if refused != nil {
 		return refused
 	}
@@ -284,11 +223,11 @@ func (o *op) argsHash() string {
 }
 
 // runPlain runs a call without an op id: the handler in a transaction.
-func (t *tool[In, Out]) runPlain(ctx context.Context, o *op, req *mcp.CallToolRequest, in In) (*answer, *Error) {
+func (t *tool[In, Out]) runPlain(ctx context.Context, o *op, c *Call, in In) (*answer, *Error) {
 	var a *answer
 	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
 		var err error
-		a, err = t.runHandler(ctx, tctx, tx, req, in)
+		a, err = t.runHandler(ctx, tctx, tx, c, in)
 		return err
 	})
 	return t.finish(ctx, o, a, hooks, err)
@@ -297,7 +236,7 @@ func (t *tool[In, Out]) runPlain(ctx context.Context, o *op, req *mcp.CallToolRe
 // runOp runs a call with an op id. It answers from the op record when one is
 // live (a replay, or key_reused for other arguments), and otherwise runs the
 // handler and creates the op record in the same transaction.
-func (t *tool[In, Out]) runOp(ctx context.Context, o *op, req *mcp.CallToolRequest, in In) (*answer, *Error) {
+func (t *tool[In, Out]) runOp(ctx context.Context, o *op, c *Call, in In) (*answer, *Error) {
 	// A repeat of an op id this handler answered lately is answered with
 	// one read, on stores that can read outside a transaction. Otherwise
 	// the op record's create at commit catches a duplicate, and the
@@ -316,7 +255,7 @@ func (t *tool[In, Out]) runOp(ctx context.Context, o *op, req *mcp.CallToolReque
 	if _, err := o.fingerprint(); err != nil {
 		return nil, t.internal(o, "fingerprinting arguments", err)
 	}
-	x := t.transact(ctx, o, req, in, skipRead)
+	x := t.transact(ctx, o, c, in, skipRead)
 	if x.found == nil && x.failedFirst {
 		// The first attempt did not read the op record and failed in the
 		// handler: perhaps on the writes of a duplicate that committed in
@@ -378,7 +317,7 @@ type txOutcome struct {
 // transact runs the handler and creates the op record in one transaction.
 // Each attempt reads the op record first (but for a first attempt with
 // skipRead) and answers from it when it is there.
-func (t *tool[In, Out]) transact(ctx context.Context, o *op, req *mcp.CallToolRequest, in In, skipRead bool) txOutcome {
+func (t *tool[In, Out]) transact(ctx context.Context, o *op, c *Call, in In, skipRead bool) txOutcome {
 	var x txOutcome
 	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
 		attempts := o.attempts
@@ -388,7 +327,7 @@ func (t *tool[In, Out]) transact(ctx context.Context, o *op, req *mcp.CallToolRe
 				return errRollback
 			}
 		}
-		a, err := t.runHandler(ctx, tctx, tx, req, in)
+		a, err := t.runHandler(ctx, tctx, tx, c, in)
 		x.answer = a
 		if err != nil {
 			x.failedFirst = skipRead && attempts == 1
@@ -450,7 +389,7 @@ func (t *tool[In, Out]) replay(ctx context.Context, o *op, rec *oprecord.Record)
 	if !sameArgs(o, rec) {
 		return nil, newError(CodeKeyReused, keyReusedMessage)
 	}
-	res, err := decodeResult(rec)
+	res, err := t.readResult(rec.Result)
 	if err != nil {
 		return nil, t.internal(o, "this operation committed, but its stored answer cannot be given back; call get_operation for it, and do not send it again under a new op_id", err)
 	}
@@ -479,15 +418,15 @@ var errRollback = errors.New("idem: roll back")
 // runHandler calls the handler in tx. It returns errRollback, with the
 // answer, for results that are answered but not kept, and the handler's
 // error (wrapped in handlerError) otherwise.
-func (t *tool[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (*answer, error) {
+func (t *tool[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, c *Call, in In) (*answer, error) {
 	hctx, cancel := handlerContext(reqCtx, tctx)
 	defer cancel()
-	res, out, err := t.callHandler(hctx, tx, req, in)
+	reply, out, err := t.callHandler(hctx, tx, c, in)
 	if err != nil {
 		return nil, &handlerError{err}
 	}
-	a := &answer{res: res}
-	if res != nil && (res.IsError || res.InputRequests != nil) {
+	a := &answer{res: reply.Result, code: reply.ErrorCode}
+	if reply.ErrorCode != "" || reply.Transient {
 		return a, errRollback
 	}
 	if a.out, err = t.out.encode(out); err != nil {
@@ -534,13 +473,13 @@ func (e *handlerError) Error() string { return e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }
 
 // callHandler turns a panic in the handler into an error.
-func (t *tool[In, Out]) callHandler(ctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out Out, err error) {
+func (t *tool[In, Out]) callHandler(ctx context.Context, tx Tx, c *Call, in In) (reply Reply, out Out, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
-	return t.h(ctx, tx, req, in)
+	return t.h(ctx, tx, c, in)
 }
 
 type panicError struct {
@@ -607,7 +546,7 @@ func (t *tool[In, Out]) unknown(ctx context.Context, o *op, attempt string, caus
 	if o.id != "" {
 		rec, err := oprecord.Lookup(context.WithoutCancel(ctx), t.s, o.scope, o.tool, o.id)
 		if err == nil && attempt != "" && rec.Attempt == attempt && sameArgs(o, rec) {
-			if res, derr := decodeResult(rec); derr == nil {
+			if res, derr := t.readResult(rec.Result); derr == nil {
 				t.recent.add(o.key)
 				hooks.run(context.WithoutCancel(ctx)) // our commit landed
 				return &answer{res: res, out: rec.StructuredOutput()}, nil
@@ -701,25 +640,6 @@ func validUTF8String(raw json.RawMessage) bool {
 func hexRune(h []byte) rune {
 	n, _ := strconv.ParseUint(string(h), 16, 16)
 	return rune(n)
-}
-
-// refusal turns an *Error into the tool result a caller sees.
-func refusal(e *Error) *mcp.CallToolResult {
-	meta := mcp.Meta{MetaError: string(e.Code)}
-	text := e.Message
-	if len(e.Candidates) > 0 {
-		meta[metaCandidates] = e.Candidates
-		b, _ := json.Marshal(e.Candidates)
-		text += " Candidates: " + string(b)
-	}
-	if e.OpID != "" {
-		meta[MetaOpID] = e.OpID
-	}
-	return &mcp.CallToolResult{
-		Meta:    meta,
-		IsError: true,
-		Content: []mcp.Content{&mcp.TextContent{Text: text}},
-	}
 }
 
 // runTx runs fn in a transaction of s with AfterCommit hooks: each attempt

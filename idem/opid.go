@@ -1,10 +1,6 @@
 package idem
 
-import (
-	"encoding/json"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
+import "encoding/json"
 
 // MetaOpID is the _meta key that may carry an op id instead of the op_id
 // argument. Refusals about an operation (unknown_outcome, busy) carry the op
@@ -70,7 +66,7 @@ func parseArgs(args json.RawMessage) (m argMembers, ok bool) {
 // It returns "" when neither carries one. An op id that is present but not a
 // string (null included) is refused: a client that sent one meant to be
 // protected, and must not be silently run without it.
-func opIDOf(args argMembers, meta mcp.Meta) (string, *Error) {
+func opIDOf(args argMembers, meta map[string]any) (string, *Error) {
 	var fromArg, fromMeta string
 	raw, argSet := args.get(opIDArgument)
 	if argSet {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -34,7 +33,7 @@ type config struct {
 	opID         bool
 	requireOpID  bool
 	ttl          time.Duration
-	scope        func(ctx context.Context, req *mcp.CallToolRequest) string
+	scope        func(ctx context.Context, c *Call) string
 	requireScope bool
 	now          func() time.Time
 	logger       *slog.Logger
@@ -137,21 +136,6 @@ func TTL(d time.Duration) Option {
 	}}
 }
 
-// Scope sets who an op belongs to (a user or tenant id). Op ids are looked
-// up within a scope, so one caller can never read another's result. The
-// default is the authenticated user id of the request
-// (req.Extra.TokenInfo.UserID), or "" when there is none (stdio and
-// in-memory transports).
-func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option {
-	return Option{func(c *config) {
-		if f == nil {
-			c.invalid("Scope needs a function")
-			return
-		}
-		c.scope, c.customScope = f, true
-	}}
-}
-
 // RequireScope refuses calls whose scope is empty with scope_required.
 func RequireScope() Option { return Option{func(c *config) { c.requireScope = true }} }
 
@@ -241,25 +225,19 @@ func Observe(f func(context.Context, Event)) Option {
 // for a caller that is authenticated but whose token carries no user id,
 // since every such caller would share the empty scope and could replay
 // another's result.
-func (c *config) opScope(ctx context.Context, req *mcp.CallToolRequest) (string, *Error) {
-	scope := c.scope(ctx, req)
+func (c *config) opScope(ctx context.Context, call *Call) (string, *Error) {
+	scope := c.scope(ctx, call)
 	switch {
 	case scope != "":
 		return scope, nil
 	case c.requireScope:
 		return "", newError(CodeScopeRequired, "this tool needs an authenticated caller")
-	case !c.customScope && req != nil && req.Extra != nil && req.Extra.TokenInfo != nil:
+	case !c.customScope && call.Authenticated:
 		return "", newError(CodeScopeRequired, "the caller is authenticated but its token carries no user id, so its operations cannot be kept apart from other callers'; the server's token verifier must set one")
 	}
 	return "", nil
 }
 
-// defaultScope returns the authenticated user id of the request
-// (req.Extra.TokenInfo.UserID), or "" when there is none (stdio and
-// in-memory transports).
-func defaultScope(ctx context.Context, req *mcp.CallToolRequest) string {
-	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
-		return req.Extra.TokenInfo.UserID
-	}
-	return ""
-}
+// defaultScope returns the authenticated user id of the call, or "" when
+// there is none (stdio and in-memory transports).
+func defaultScope(ctx context.Context, c *Call) string { return c.User }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -35,51 +33,34 @@ type operationStatus struct {
 	CommittedAt *time.Time `json:"committed_at,omitempty" jsonschema:"for committed operations: when it committed"`
 }
 
-// RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
-// srv. It answers status "committed" with the stored result when a live op
-// record exists in the caller's scope, and "not_committed" otherwise: the
-// operation never committed, or its record outlived its TTL. Callers use it
-// after an unknown_outcome (or a lost response) to decide whether to send
-// the operation again, with the same op id. Every refusal says what a
-// lookup needs, with a [Code], and quotes nothing the caller sent.
-//
-// Of opts, [Scope], [RequireScope] and [Logger] apply; pass the same ones as
-// the tools.
-func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
-	srv.AddTool(statusTool(s, opts...))
-}
-
-// statusTool returns get_operation and its handler.
-func statusTool(s Store, opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
+// statusTool wraps get_operation (see RegisterStatusTool).
+func statusTool(s Store, decode func(json.RawMessage) (any, error), opts ...Option) (*Wrapped, error) {
 	c := newConfig(opts)
-	if c.err != nil {
-		panic(fmt.Sprintf("idem: %s: %v", statusToolName, c.err))
-	}
-	t := &mcp.Tool{
+	def := ToolDef{
 		Name: statusToolName,
 		Description: "Look up whether an operation sent with an op_id committed, and its result. " +
 			"Use it after an unknown_outcome error or a lost response, before sending the operation again with the same op_id. " +
 			"A call sent without an op_id has no record here.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false)},
+		ReadOnly: true,
 	}
-	lookup := func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, q operationQuery) (*mcp.CallToolResult, operationStatus, error) {
+	lookup := func(ctx context.Context, tx Tx, call *Call, q operationQuery) (Reply, operationStatus, error) {
 		var zero operationStatus
-		opID, refused := lookupOpID(q.OpID, req.Params.Meta)
+		opID, refused := lookupOpID(q.OpID, call.Meta)
 		if refused != nil {
-			return nil, zero, refused
+			return Reply{}, zero, refused
 		}
-		scope, refused := lookupScope(ctx, c, req)
+		scope, refused := lookupScope(ctx, c, call)
 		if refused != nil {
-			return nil, zero, refused
+			return Reply{}, zero, refused
 		}
 		var rec oprecord.Record
 		_, err := tx.Get(ctx, oprecord.Key(scope, q.Tool, opID), &rec)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return nil, operationStatus{Status: "not_committed"}, nil
+			return Reply{}, operationStatus{Status: "not_committed"}, nil
 		case err != nil:
 			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
-			return nil, zero, newError(CodeInternal, lookupFailedMessage)
+			return Reply{}, zero, newError(CodeInternal, lookupFailedMessage)
 		}
 		at := rec.CommittedAt
 		st := operationStatus{Status: "committed", CommittedAt: &at}
@@ -89,20 +70,18 @@ func statusTool(s Store, opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
 		if out := rec.StructuredOutput(); out != nil {
 			st.Output = out
 		}
-		return nil, st, nil
+		return Reply{}, st, nil
 	}
-	tt, err := newTool(t, c, s, lookup)
+	t, err := newTool(def, c, s, lookup, decode)
 	if err != nil {
-		panic("idem.RegisterStatusTool: " + err.Error())
+		return nil, fmt.Errorf("idem: %s: %w", statusToolName, err)
 	}
-	return tt.desc, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if req != nil && req.Params != nil {
-			if refused := checkLookup(ctx, c, req); refused != nil {
-				return refusal(refused), nil
-			}
+	return &Wrapped{Def: t.def, Call: func(ctx context.Context, call *Call) Answer {
+		if refused := checkLookup(ctx, c, call); refused != nil {
+			return refusal(refused)
 		}
-		return tt.handle(ctx, req)
-	}
+		return t.serve(ctx, call)
+	}}, nil
 }
 
 // What get_operation's refusals say: what a lookup needs, never a value the
@@ -125,8 +104,8 @@ const (
 // of its caller, before the middleware's own checks, whose words are about
 // writes: the arguments' shape, then the op id, the tool's name, other
 // arguments, the caller's scope.
-func checkLookup(ctx context.Context, c *config, req *mcp.CallToolRequest) *Error {
-	raw := bytes.TrimSpace(req.Params.Arguments)
+func checkLookup(ctx context.Context, c *config, call *Call) *Error {
+	raw := bytes.TrimSpace(call.Arguments)
 	var args map[string]json.RawMessage
 	if len(raw) > 0 && (raw[0] != '{' || json.Unmarshal(raw, &args) != nil) {
 		return newError(CodeInvalidArguments, lookupShapeMessage)
@@ -139,7 +118,7 @@ func checkLookup(ctx context.Context, c *config, req *mcp.CallToolRequest) *Erro
 		}
 		q.OpID = s
 	}
-	if _, refused := lookupOpID(q.OpID, req.Params.Meta); refused != nil {
+	if _, refused := lookupOpID(q.OpID, call.Meta); refused != nil {
 		return refused
 	}
 	if tool, ok := stringOf(args["tool"]); !ok || tool == "" {
@@ -150,13 +129,13 @@ func checkLookup(ctx context.Context, c *config, req *mcp.CallToolRequest) *Erro
 			return newError(CodeInvalidArguments, lookupExtraMessage)
 		}
 	}
-	_, refused := lookupScope(ctx, c, req)
+	_, refused := lookupScope(ctx, c, call)
 	return refused
 }
 
 // lookupScope returns the caller's scope, or a refusal in a lookup's words.
-func lookupScope(ctx context.Context, c *config, req *mcp.CallToolRequest) (string, *Error) {
-	scope, refused := c.opScope(ctx, req)
+func lookupScope(ctx context.Context, c *config, call *Call) (string, *Error) {
+	scope, refused := c.opScope(ctx, call)
 	switch {
 	case refused == nil:
 		return scope, nil
@@ -168,7 +147,7 @@ func lookupScope(ctx context.Context, c *config, req *mcp.CallToolRequest) (stri
 
 // lookupOpID returns the op id a get_operation call asks about: the op_id
 // argument or _meta["io.idemkit/op_id"], as a tool call carries it.
-func lookupOpID(arg string, meta mcp.Meta) (string, *Error) {
+func lookupOpID(arg string, meta map[string]any) (string, *Error) {
 	if v, ok := meta[MetaOpID]; ok {
 		fromMeta, isStr := v.(string)
 		switch {

@@ -53,17 +53,6 @@ func ResolveTarget(q TargetQuery) (string, error) {
 	return "", &Error{Code: CodeAmbiguousTarget, Message: msg, Candidates: all}
 }
 
-// hasOpID reports whether the call carries an op id, as the op_id argument
-// or in _meta; such a call is queued or replayed.
-func hasOpID(req *mcp.CallToolRequest) bool {
-	if req == nil || req.Params == nil {
-		return false
-	}
-	args, _ := parseArgs(req.Params.Arguments)
-	id, err := opIDOf(args, req.Params.Meta)
-	return id != "" || err != nil
-}
-
 // candidates sorts cs by id, drops those without an id, and keeps the first
 // of each id (Owned before Others, so an owned record keeps its label).
 func candidates(cs []Candidate) []Candidate {

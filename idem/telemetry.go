@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -105,17 +104,17 @@ var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer
 // start starts the call's span, a child of the span in ctx or else of the
 // trace context the client sent in _meta (traceparent, as the semantic
 // conventions for MCP propagate it).
-func (in *instruments) start(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+func (in *instruments) start(ctx context.Context, c *Call) (context.Context, trace.Span) {
 	if in == nil {
 		return ctx, nil
 	}
-	if _, ok := req.Params.Meta["traceparent"]; ok && !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = otel.GetTextMapPropagator().Extract(ctx, metaCarrier(req.Params.Meta))
+	if _, ok := c.Meta["traceparent"]; ok && !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = otel.GetTextMapPropagator().Extract(ctx, metaCarrier(c.Meta))
 	}
-	in.named.Do(func() { in.tool, in.spanName = req.Params.Name, telemetry.MethodToolsCall+" "+req.Params.Name })
+	in.named.Do(func() { in.tool, in.spanName = c.Tool, telemetry.MethodToolsCall+" "+c.Tool })
 	name := in.spanName
-	if req.Params.Name != in.tool {
-		name = telemetry.MethodToolsCall + " " + req.Params.Name
+	if c.Tool != in.tool {
+		name = telemetry.MethodToolsCall + " " + c.Tool
 	}
 	ctx, span := in.tracer.Start(ctx, name, serverSpan...)
 	if !span.IsRecording() {
@@ -123,22 +122,20 @@ func (in *instruments) start(ctx context.Context, req *mcp.CallToolRequest) (con
 	}
 	span.SetAttributes(
 		telemetry.MethodName.String(telemetry.MethodToolsCall),
-		telemetry.ToolName.String(req.Params.Name),
+		telemetry.ToolName.String(c.Tool),
 		telemetry.OperationName.String(telemetry.ExecuteTool),
 	)
-	if ss := req.Session; ss != nil {
-		if id := ss.ID(); id != "" {
-			span.SetAttributes(telemetry.SessionID.String(id))
-		}
-		if p := ss.InitializeParams(); p != nil && p.ProtocolVersion != "" {
-			span.SetAttributes(telemetry.ProtocolVersion.String(p.ProtocolVersion))
-		}
+	if c.SessionID != "" {
+		span.SetAttributes(telemetry.SessionID.String(c.SessionID))
+	}
+	if c.ProtocolVersion != "" {
+		span.SetAttributes(telemetry.ProtocolVersion.String(c.ProtocolVersion))
 	}
 	return ctx, span
 }
 
 // metaCarrier reads a propagated trace context from a request's _meta.
-type metaCarrier mcp.Meta
+type metaCarrier map[string]any
 
 func (m metaCarrier) Get(key string) string {
 	s, _ := m[key].(string)
@@ -157,9 +154,8 @@ func (m metaCarrier) Keys() []string {
 
 // report tells the logger, the span, the metrics and the Observe hook how
 // the call ended: one log record, one span end, one measurement of each.
-func (t *tool[In, Out]) report(ctx context.Context, span trace.Span, req *mcp.CallToolRequest, o *op, res *mcp.CallToolResult, d time.Duration) {
+func (t *tool[In, Out]) report(ctx context.Context, span trace.Span, call *Call, o *op, outcome Outcome, code Code, d time.Duration) {
 	c := t.c
-	outcome, code := outcomeOf(res)
 	level := levelOf(outcome, code)
 	logged := c.logger.Enabled(ctx, level)
 	in := c.instruments
@@ -168,7 +164,7 @@ func (t *tool[In, Out]) report(ctx context.Context, span trace.Span, req *mcp.Ca
 		return
 	}
 	if o.scope == "" && (logged || c.observe != nil) {
-		o.scope = c.scope(ctx, req)
+		o.scope = c.scope(ctx, call)
 	}
 	opHash := ""
 	if o.id != "" && (logged || span != nil) {
@@ -253,19 +249,18 @@ func (t *tool[In, Out]) report(ctx context.Context, span trace.Span, req *mcp.Ca
 	}
 }
 
-// outcomeOf reads how a call ended from the result it is answered with.
-func outcomeOf(res *mcp.CallToolResult) (Outcome, Code) {
-	if res.IsError {
-		code, _ := res.Meta[MetaError].(string)
-		if code == string(CodeUnknownOutcome) {
-			return OutcomeUnknown, CodeUnknownOutcome
-		}
-		if code == "" {
-			code = string(CodeNotSaved)
-		}
-		return OutcomeRefused, Code(code)
+// outcomeOf is how a call ended: answered with a, or refused.
+func outcomeOf(a *answer, refused *Error) (Outcome, Code) {
+	code := a.errorCode()
+	if refused != nil {
+		code = refused.Code
 	}
-	if replayed, _ := res.Meta[MetaReplayed].(bool); replayed {
+	switch {
+	case code == CodeUnknownOutcome:
+		return OutcomeUnknown, code
+	case code != "":
+		return OutcomeRefused, code
+	case a.replayed:
 		return OutcomeReplay, ""
 	}
 	return OutcomeFirst, ""

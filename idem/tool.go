@@ -9,85 +9,24 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// AddTool registers h on srv as tool t, wrapped so that it is safe to call
-// twice, and makes the tool's metadata say what the wrapping guarantees:
-//
-//   - IdempotentHint is true only when every repeat of the same arguments has
-//     no further effect: the tool has record keys ([RecordKeys]) or requires an op
-//     id ([RequireOpID]), or it claims to be read-only, or t's own
-//     annotations say so, for a handler whose own logic makes a repeat
-//     harmless (a tombstone, a target it refuses to guess). A tool that only
-//     accepts an optional op id ([OpID]) says false, and claiming true for
-//     one, without keys, is refused: a call without the op id is not safe to
-//     repeat. Clients such as agents that reconnect send a lost call again
-//     on this hint.
-//   - The description says which arguments are record keys and who mints
-//     op_id, so a model does not invent one.
-//   - The input schema lists the keys (and a required op_id) in required and
-//     gains a typed op_id property when the tool accepts op ids and In has
-//     none.
-//   - Every schema it publishes, the author's types included, is one that
-//     strict clients accept: boolean subschemas (from fields of type any)
-//     are written as {}.
-//
-// A call goes: the op id is checked (invalid_op_id), then the record keys
-// (missing_key), then the arguments against the input schema
-// (invalid_arguments, naming the argument and what was expected, never the
-// value); then h runs in a transaction of s, and with an op id its result is
-// stored in that transaction (see [HandlerFor]). Every error the tool
-// returns is a tool result with isError set and a [Code] in
-// _meta["io.idemkit/error"]; an error h returns is sent with code not_saved
-// and h's own message, or with the code of an *[Error] h returned.
-//
-// t is not modified. AddTool panics, like [mcp.AddTool], if the tool claims
-// to be both read-only and destructive, or idempotent with only an optional
-// op id, if a key names no input property, if
-// a schema cannot be inferred, or if a schema holds a false subschema where
-// strict clients reject it.
-func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) {
-	srv.AddTool(Tool(t, s, h, opts...))
-}
-
-// Tool returns what [AddTool] registers: the tool's honest description and a
-// handler that does everything a call needs (the checks, the validation, the
-// transaction, the refusals), for servers that register tools their own way:
-//
-//	srv.AddTool(idem.Tool(t, store, h, idem.RecordKeys("slug")))
-//
-// The pair must be registered together: the handler validates calls against
-// the returned tool's input schema. Tool panics where AddTool does.
-func Tool[In, Out any](t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
-	tt, err := newTool(t, newConfig(opts), s, h)
-	if err != nil {
-		panic(fmt.Sprintf("idem: tool %q: %v", t.Name, err))
-	}
-	return tt.desc, tt.handle
-}
-
-// newTool wraps h for tool t: the published description, the input schema
+// newTool wraps h for tool def: the published definition, the input schema
 // calls are checked against, and the state calls share.
-func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]) (*tool[In, Out], error) {
+func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, Out], decode func(json.RawMessage) (any, error)) (*tool[In, Out], error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	tt := *t
-	var ann mcp.ToolAnnotations
-	if t.Annotations != nil {
-		ann = *t.Annotations
-	}
-	if ann.ReadOnlyHint && ann.DestructiveHint != nil && *ann.DestructiveHint {
+	if def.ReadOnly && def.Destructive {
 		return nil, fmt.Errorf("annotations claim both read-only and destructive")
 	}
-	if ann.IdempotentHint && c.opID && !c.requireOpID && len(c.keys) == 0 {
+	if def.Idempotent && c.opID && !c.requireOpID && len(c.keys) == 0 {
 		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use RecordKeys or RequireOpID, or drop the claim)")
 	}
-	ann.IdempotentHint = ann.IdempotentHint || ann.ReadOnlyHint || len(c.keys) > 0 || c.requireOpID
-	tt.Annotations = &ann
+	pub := def
+	pub.Idempotent = def.Idempotent || def.ReadOnly || len(c.keys) > 0 || c.requireOpID
 
-	schema, err := inputSchema[In](t)
+	schema, err := inputSchema[In](def.InputSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -135,33 +74,34 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 	if err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
-	if tt.InputSchema, err = publishable(schema); err != nil {
+	if pub.InputSchema, err = publishable(schema); err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	out := outputOf[Out]()
-	if t.OutputSchema != nil || !out.isInterface {
-		os, err := outputSchema[Out](t)
+	pub.OutputSchema = nil
+	if def.OutputSchema != nil || !out.isInterface {
+		os, err := outputSchema[Out](def.OutputSchema)
 		if err != nil {
 			return nil, err
 		}
-		if tt.OutputSchema, err = publishable(os); err != nil {
+		if pub.OutputSchema, err = publishable(os); err != nil {
 			return nil, fmt.Errorf("output schema: %w", err)
 		}
 	}
 
-	if notes := retryNotes(c, ann); len(notes) > 0 {
-		tt.Description = strings.TrimSpace(tt.Description + "\n\n" + strings.Join(notes, "\n"))
+	if notes := retryNotes(c, def, pub.Idempotent); len(notes) > 0 {
+		pub.Description = strings.TrimSpace(pub.Description + "\n\n" + strings.Join(notes, "\n"))
 	}
 	if c.forApps {
-		tt.Description = "For apps, not models. " + tt.Description
-		tt.Meta = maps.Clone(tt.Meta)
-		if tt.Meta == nil {
-			tt.Meta = mcp.Meta{}
+		pub.Description = "For apps, not models. " + pub.Description
+		pub.Meta = maps.Clone(pub.Meta)
+		if pub.Meta == nil {
+			pub.Meta = map[string]any{}
 		}
-		tt.Meta[MetaCallers] = "apps"
+		pub.Meta[MetaCallers] = "apps"
 	}
 	return &tool[In, Out]{
-		desc: &tt, c: c, s: s, h: h, in: in, out: out,
+		def: pub, c: c, s: s, h: h, readResult: decode, in: in, out: out,
 		fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
 	}, nil
 }
@@ -171,14 +111,14 @@ func newTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 // its model: which arguments to keep the same, and that a fresh op id is a
 // new operation. A model that lost an answer regenerates what it minted; the
 // notes say which values must not be regenerated.
-func retryNotes(c *config, ann mcp.ToolAnnotations) []string {
+func retryNotes(c *config, def ToolDef, idempotent bool) []string {
 	var notes []string
 	switch {
 	case len(c.keys) > 0:
 		notes = append(notes, fmt.Sprintf("Safe to retry with the same %s: %s the record, so a repeat writes it again instead of adding one.",
 			joinAnd(quoteAll(c.keys)), map[bool]string{true: "it names", false: "they name"}[len(c.keys) == 1]))
-	case c.requireOpID, ann.ReadOnlyHint:
-	case ann.IdempotentHint:
+	case c.requireOpID, def.ReadOnly:
+	case idempotent:
 		notes = append(notes, "Safe to retry: a repeat of the same arguments has no further effect.")
 	default:
 		notes = append(notes, notRepeatableNote)
@@ -203,14 +143,14 @@ func joinAnd(ss []string) string {
 	return strings.Join(ss[:len(ss)-1], ", ") + " and " + ss[len(ss)-1]
 }
 
-// inputSchema returns a copy of t's input schema, or the one inferred from
-// In, that newTool may edit.
-func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
+// inputSchema returns a copy of the author's input schema, or the one
+// inferred from In, that newTool may edit.
+func inputSchema[In any](own any) (*jsonschema.Schema, error) {
 	var s *jsonschema.Schema
 	switch {
-	case t.InputSchema == nil && reflect.TypeFor[In]() == reflect.TypeFor[any]():
+	case own == nil && reflect.TypeFor[In]() == reflect.TypeFor[any]():
 		s = &jsonschema.Schema{Type: "object"}
-	case t.InputSchema == nil:
+	case own == nil:
 		inferred, err := jsonschema.For[In](nil)
 		if err != nil {
 			return nil, fmt.Errorf("input schema: %w", err)
@@ -218,7 +158,7 @@ func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
 		s = inferred
 	default:
 		var err error
-		if s, err = schemaOf(t.InputSchema); err != nil {
+		if s, err = schemaOf(own); err != nil {
 			return nil, fmt.Errorf("input schema: %w", err)
 		}
 	}
@@ -232,11 +172,11 @@ func inputSchema[In any](t *mcp.Tool) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// outputSchema returns t's output schema, or the one inferred from Out (for
-// a pointer, from its element type).
-func outputSchema[Out any](t *mcp.Tool) (*jsonschema.Schema, error) {
-	if t.OutputSchema != nil {
-		s, err := schemaOf(t.OutputSchema)
+// outputSchema returns the author's output schema, or the one inferred from
+// Out (for a pointer, from its element type).
+func outputSchema[Out any](own any) (*jsonschema.Schema, error) {
+	if own != nil {
+		s, err := schemaOf(own)
 		if err != nil {
 			return nil, fmt.Errorf("output schema: %w", err)
 		}
