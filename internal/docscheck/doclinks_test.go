@@ -180,7 +180,7 @@ func TestDocLinksResolve(t *testing.T) {
 			// What reads as a link is one: an exported name, or two
 			// names.
 			LookupSym: func(recv, name string) bool {
-				return recv != "" || unicode.IsUpper(rune(name[0]))
+				return recv != "" || name != "" && unicode.IsUpper(rune(name[0]))
 			},
 		}
 		for _, f := range files {
