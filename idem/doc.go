@@ -41,4 +41,10 @@
 // keeps an event's own timestamp; [ResolveTarget] refuses to guess which
 // record a close or delete without an id means; [AfterCommit] runs outbound
 // effects after a real commit only (see package sideeffect).
+//
+// The middleware knows no MCP library: it takes a [Call] and answers an
+// [Answer], and AddTool is its adapter to the go-sdk. A server on
+// mark3labs/mcp-go uses the module github.com/idemkit/sdk/idem/mcpgo, the
+// same middleware with mcp-go's types; [Wrap] is what such an adapter
+// builds on.
 package idem
