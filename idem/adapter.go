@@ -83,7 +83,7 @@ type Reply struct {
 type Answer struct {
 	Result     any             // the handler's result, or a fresh decode of the stored one; nil for none
 	Structured json.RawMessage // the handler's output, nil for none
-	Meta       map[string]any  // _meta members to set: replayed, or an error's code, candidates and op id
+	Meta       map[string]any  // _meta members to set: replayed, or an error's code, candidates and op id; made for this answer, the adapter may keep it
 	Refused    bool            // the middleware refused the call: IsError, with Text
 	Text       string
 }

@@ -203,10 +203,11 @@ func resultOf(a Answer) *mcp.CallToolResult {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
-	if len(a.Meta) > 0 {
-		if res.Meta == nil {
-			res.Meta = make(mcp.Meta, len(a.Meta))
-		}
+	switch {
+	case len(a.Meta) == 0:
+	case res.Meta == nil:
+		res.Meta = a.Meta // the answer's own, made for this call
+	default:
 		maps.Copy(res.Meta, a.Meta)
 	}
 	if a.Refused {
