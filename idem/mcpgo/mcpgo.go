@@ -205,9 +205,10 @@ func resultOf(a idem.Answer) *mcp.CallToolResult {
 			res.Meta = &mcp.Meta{}
 		}
 		if res.Meta.AdditionalFields == nil {
-			res.Meta.AdditionalFields = make(map[string]any, len(a.Meta))
+			res.Meta.AdditionalFields = a.Meta // the answer's own, made for this call
+		} else {
+			maps.Copy(res.Meta.AdditionalFields, a.Meta)
 		}
-		maps.Copy(res.Meta.AdditionalFields, a.Meta)
 	}
 	if a.Refused {
 		res.IsError = true
