@@ -678,8 +678,7 @@ var errBusy = errors.New("idem: busy")
 // acquire waits until no call with key k runs, for at most wait, then marks
 // k running until release is called. waited reports whether it had to wait.
 func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (release func(), waited bool, err error) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	var timeout <-chan time.Time // made on the first wait: most calls never wait
 	for {
 		f.mu.Lock()
 		running, ok := f.m[k]
@@ -695,10 +694,15 @@ func (f *flights) acquire(ctx context.Context, k Key, wait time.Duration) (relea
 			}, waited, nil
 		}
 		f.mu.Unlock()
+		if timeout == nil {
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			timeout = timer.C
+		}
 		waited = true
 		select {
 		case <-running:
-		case <-timer.C:
+		case <-timeout:
 			return nil, waited, errBusy
 		case <-ctx.Done():
 			return nil, waited, ctx.Err()
