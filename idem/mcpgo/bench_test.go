@@ -30,29 +30,38 @@ import (
 // write (Store.Run): a ratio's difference between the two is the adapter's.
 // PostgreSQL needs scripts/with-postgres.sh, as store/postgres's does.
 func BenchmarkSuite(b *testing.B) {
-	stores := []struct {
-		name string
-		open func(b *testing.B) idem.Store
-	}{
-		{"memory", func(*testing.B) idem.Store { return memory.New(nil) }},
-		{"sqlite", openSQLite},
-		{"postgres", openPostgres},
-	}
-	libraries := []struct {
-		name  string
-		adapt storebench.Adapter
-	}{
-		{"gosdk", storebench.GoSDK},
-		{"mcpgo", adaptMCPGo},
-	}
-	for _, s := range stores {
+	for _, s := range benchStores {
 		b.Run(s.name, func(b *testing.B) {
 			for _, l := range libraries {
-				b.Run(l.name, func(b *testing.B) { storebench.BenchmarkWith(b, s.open, l.adapt) })
+				b.Run(l.Name, func(b *testing.B) { storebench.BenchmarkWith(b, s.open, l.Adapt) })
 			}
 		})
 	}
 }
+
+// BenchmarkCompare measures the calls of BenchmarkSuite through both
+// adapters on one store, every iteration a round through each in turn
+// (storebench.CompareCalls): on a shared machine, whose load moves between
+// two runs more than the adapters differ, these are the ratios to compare.
+func BenchmarkCompare(b *testing.B) {
+	for _, s := range benchStores {
+		b.Run(s.name, func(b *testing.B) { storebench.CompareCalls(b, s.open(b), libraries...) })
+	}
+}
+
+// benchStores are the stores of the benchmarks: memory, where the adapter's
+// cost is the largest part of a call, and the two SQL stores.
+var benchStores = []struct {
+	name string
+	open func(b *testing.B) idem.Store
+}{
+	{"memory", func(*testing.B) idem.Store { return memory.New(nil) }},
+	{"sqlite", openSQLite},
+	{"postgres", openPostgres},
+}
+
+// libraries are the adapters compared, the go-sdk's first.
+var libraries = []storebench.Library{{Name: "gosdk", Adapt: storebench.GoSDK}, {Name: "mcpgo", Adapt: adaptMCPGo}}
 
 // adaptMCPGo is storebench's Adapter for mcp-go: h as an mcpgo.Tool,
 // called with a request as mcp-go's server decodes it from the wire (the

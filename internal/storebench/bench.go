@@ -201,8 +201,76 @@ func benchCalls(b *testing.B, s idem.Store, adapt Adapter) {
 	b.ReportMetric(float64(tElse)/float64(tFirst), "elsewhere/first")
 }
 
+// A Library is one MCP library's adapter, by the name its metrics carry,
+// for [CompareCalls].
+type Library struct {
+	Name  string
+	Adapt Adapter
+}
+
+// CompareCalls measures the calls of [Benchmark] (a bare write, a first
+// call, its replay, its repeat elsewhere) through each library's adapter on
+// the one store s, every iteration a round through each library in an
+// order that turns by one each iteration, so that drift on a shared
+// machine hits every library alike. Its figures are medians of the
+// iterations, not means, so that a stall of the machine in one library's
+// turn does not weigh on that library alone. Metrics, per library:
+// NAME-first-ns, and the ratios of medians NAME-first/bare,
+// NAME-replay/first, NAME-elsewhere/first; then, for each library after the
+// first, each of its ratios against the first library's as NAME-RATIO-vs
+// (1.00: the same).
+func CompareCalls(b *testing.B, s idem.Store, libs ...Library) {
+	runs := make([]atomic.Int64, len(libs))
+	here, elsewhere := make([]benchTool, len(libs)), make([]benchTool, len(libs))
+	for i, l := range libs {
+		here[i], elsewhere[i] = newBenchTool(s, l.Adapt, &runs[i], nil), newBenchTool(s, l.Adapt, &runs[i], nil)
+	}
+	times := make([][]callTimes, len(libs))
+	round := func(it int, timed bool) {
+		for j := range libs {
+			i := (it + j) % len(libs)
+			r := timeCalls(b, s, here[i], elsewhere[i], &runs[i])
+			if timed {
+				times[i] = append(times[i], r)
+			}
+		}
+	}
+	for it := range benchWarmups {
+		round(it, false)
+	}
+	n := 0
+	for b.Loop() {
+		round(n, true)
+		n++
+	}
+	var first [3]float64
+	for i, l := range libs {
+		t := medianTimes(times[i])
+		r := [3]float64{float64(t.first) / float64(t.bare), float64(t.replay) / float64(t.first), float64(t.elsewhere) / float64(t.first)}
+		b.ReportMetric(float64(t.first.Nanoseconds()), l.Name+"-first-ns")
+		for k, name := range [3]string{"first/bare", "replay/first", "elsewhere/first"} {
+			b.ReportMetric(r[k], l.Name+"-"+name)
+			if i > 0 {
+				b.ReportMetric(r[k]/first[k], l.Name+"-"+name+"-vs")
+			}
+		}
+		if i == 0 {
+			first = r
+		}
+	}
+}
+
 // callTimes is what one round of timeCalls measured.
 type callTimes struct{ bare, first, replay, elsewhere time.Duration }
+
+// medianTimes is the median of each of rounds' times.
+func medianTimes(rounds []callTimes) callTimes {
+	var ds [4][]time.Duration
+	for _, r := range rounds {
+		ds[0], ds[1], ds[2], ds[3] = append(ds[0], r.bare), append(ds[1], r.first), append(ds[2], r.replay), append(ds[3], r.elsewhere)
+	}
+	return callTimes{bare: pct(ds[0], 0.5), first: pct(ds[1], 0.5), replay: pct(ds[2], 0.5), elsewhere: pct(ds[3], 0.5)}
+}
 
 // timeCalls times, on s, a bare write (a document created in Store.Run),
 // a first call through here, its replay through here and its repeat
