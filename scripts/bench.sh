@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark),
 # DynamoDB's BenchmarkFirstCall and idem/mcpgo's BenchmarkCompare against the
-# services the test scripts start, then rewrites docs/benchmarks.md and docs/benchmarks/*.svg from the output
-# (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.
+# services the test scripts start, then rewrites docs/benchmarks.md and
+# docs/benchmarks/*.svg from the output (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.
 # It takes about 6 minutes on 2 cores; the emulators run fewer iterations,
 # as their calls are slow.
 set -euo pipefail
