@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark) and
-# DynamoDB's BenchmarkFirstCall against the services the test scripts start,
-# then rewrites docs/benchmarks.md and docs/benchmarks/*.svg from the output
-# (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.
-# It takes about 5 minutes on 2 cores; the emulators run fewer iterations,
+# bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark),
+# DynamoDB's BenchmarkFirstCall and idem/mcpgo's BenchmarkCompare against the
+# services the test scripts start, then rewrites docs/benchmarks.md and
+# docs/benchmarks/*.svg from the output (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.
+# It takes about 6 minutes on 2 cores; the emulators run fewer iterations,
 # as their calls are slow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,8 @@ bench() { go test -run '^$' -count 1 "$@" | tee -a "$out"; }
 bench -bench Suite -benchtime 2s ./store/memory ./store/sqlite ./store/postgres
 bench -bench 'Suite|FirstCall' -benchtime 300x ./store/dynamo
 bench -bench Suite -benchtime 20x ./store/firestore
+# The go-sdk and mcp-go adapters side by side, three rounds (docs/mcp-go.md).
+bench -bench Compare -benchtime 3s -count 3 ./idem/mcpgo
 mkdir -p docs/benchmarks
 cp "$out" docs/benchmarks/raw.txt
 go run ./internal/benchreport -o docs < "$out"

@@ -39,10 +39,12 @@ func main() {
 	}
 }
 
-// results are the metrics of one run: store -> benchmark -> unit -> value.
+// results are the metrics of one run: store -> benchmark -> unit -> value;
+// and idem/mcpgo's BenchmarkCompare, store -> its rounds' metrics.
 type results struct {
 	cpu     string
 	metrics map[string]map[string]map[string]float64
+	compare map[string][]map[string]float64
 }
 
 // storeOrder is the order stores appear in the tables.
@@ -55,7 +57,7 @@ var storeTitle = map[string]string{
 // parse reads go test -bench output: "pkg:" lines name the store of the
 // benchmark lines after them.
 func parse(rd io.Reader) (*results, error) {
-	r := &results{metrics: map[string]map[string]map[string]float64{}}
+	r := &results{metrics: map[string]map[string]map[string]float64{}, compare: map[string][]map[string]float64{}}
 	store := ""
 	sc := bufio.NewScanner(rd)
 	for sc.Scan() {
@@ -82,6 +84,10 @@ func parse(rd io.Reader) (*results, error) {
 				}
 				m[f[i+1]] = v
 			}
+			if cmpStore, ok := strings.CutPrefix(name, "BenchmarkCompare/"); ok && store == "mcpgo" {
+				r.compare[cmpStore] = append(r.compare[cmpStore], m)
+				continue
+			}
 			if r.metrics[store] == nil {
 				r.metrics[store] = map[string]map[string]float64{}
 			}
@@ -91,7 +97,7 @@ func parse(rd io.Reader) (*results, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if len(r.metrics) == 0 {
+	if len(r.metrics) == 0 && len(r.compare) == 0 {
 		return nil, fmt.Errorf("no benchmark results in the input")
 	}
 	return r, nil
@@ -207,6 +213,7 @@ func write(dir string, r *results, machine string) error {
 		p("| replay | %.0f | %.2f ms | %.2f of a first call; %.2f of a bare `GetItem` |\n", m["replay-calls/op"], m["replay-ns/op"]/1e6, m["replay/first"], m["replay/get"])
 		p("\n")
 	}
+	writeCompare(p, r)
 	p("## Reproduce\n\n```sh\n./scripts/bench.sh            # all stores, with the services it starts; rewrites this page\n```\n")
 	if err := os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(b.String()), 0o644); err != nil {
 		return err
@@ -215,4 +222,41 @@ func write(dir string, r *results, machine string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "benchmarks", "throughput.svg"), []byte(throughputSVG(r, stores)), 0o644)
+}
+
+// writeCompare writes the section of idem/mcpgo's BenchmarkCompare, if the
+// run has it: each round's ratios through both adapters, and mcp-go's
+// against the go-sdk's.
+func writeCompare(p func(string, ...any), r *results) {
+	if len(r.compare) == 0 {
+		return
+	}
+	p("## mcp-go\n\n")
+	p("`BenchmarkCompare` (idem/mcpgo): the calls above through the go-sdk adapter (`idem.Tool`) and the mcp-go\n")
+	p("adapter (`mcpgo.Tool`) on one store, every iteration a round through each in turn, the order swapped\n")
+	p("each iteration, so that the machine's load weighs on both alike; each figure is the median of the\n")
+	p("iterations. Both call the wrapped handler directly, with the request their server hands a handler,\n")
+	p("and their bare write is the same `Store.Run`: where they differ, the difference is the adapter's.\n")
+	p("*÷*: mcp-go's ratio over the go-sdk's (1.00: the same). On the memory store the adapter is the\n")
+	p("largest part of a call, so its rows are the adapters' own cost; SQLite's writes wait on the disk's\n")
+	p("fsync, which on a disk shared with other work spreads its rounds wider than the adapters differ.\n\n")
+	p("| store | round | first call, go-sdk / mcp-go | first/bare | ÷ | replay/first | ÷ | elsewhere/first | ÷ |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range storeOrder {
+		for i, m := range r.compare[s] {
+			pair := func(unit, format string, scale float64) string {
+				g, gok := m["gosdk-"+unit]
+				c, cok := m["mcpgo-"+unit]
+				if scale == 1e3 && g < 100e3 {
+					format = "%.1f"
+				}
+				return cell(g/scale, gok, format) + " / " + cell(c/scale, cok, format)
+			}
+			vs := func(unit string) string { v, ok := m["mcpgo-"+unit+"-vs"]; return cell(v, ok, "%.2f") }
+			p("| %s | %d | %s µs | %s | %s | %s | %s | %s | %s |\n", storeTitle[s], i+1,
+				pair("first-ns", "%.0f", 1e3), pair("first/bare", "%.2f", 1), vs("first/bare"),
+				pair("replay/first", "%.2f", 1), vs("replay/first"), pair("elsewhere/first", "%.2f", 1), vs("elsewhere/first"))
+		}
+	}
+	p("\n")
 }

@@ -17,10 +17,14 @@ BenchmarkSuite/clients=1-2  10  9 ns/op  1000 ops/s
 BenchmarkSuite/clients=8-2  10  9 ns/op  4000 ops/s
 pkg: github.com/idemkit/sdk/store/dynamo
 BenchmarkFirstCall-2  10  9 ns/op  1 first-calls/op  2000000 first-ns/op  0.6 first/three-call  3 three-calls/op  3300000 three-call-ns/op  1 replay-calls/op  900000 replay-ns/op  0.45 replay/first  1.05 replay/get
+pkg: github.com/idemkit/sdk/idem/mcpgo
+BenchmarkCompare/sqlite-2  10  9 ns/op  0.3 gosdk-elsewhere/first  400000 gosdk-first-ns  1.2 gosdk-first/bare  0.2 gosdk-replay/first  0.33 mcpgo-elsewhere/first  1.1 mcpgo-elsewhere/first-vs  410000 mcpgo-first-ns  1.26 mcpgo-first/bare  1.05 mcpgo-first/bare-vs  0.19 mcpgo-replay/first  0.95 mcpgo-replay/first-vs
+BenchmarkCompare/sqlite-2  10  9 ns/op  0.3 gosdk-elsewhere/first  400000 gosdk-first-ns  1.2 gosdk-first/bare  0.2 gosdk-replay/first  0.3 mcpgo-elsewhere/first  1.0 mcpgo-elsewhere/first-vs  400000 mcpgo-first-ns  1.2 mcpgo-first/bare  1.0 mcpgo-first/bare-vs  0.2 mcpgo-replay/first  1.0 mcpgo-replay/first-vs
 `
 
-// The report holds each figure of the input in its table, a dash for what
-// the run lacks, and charts that are well-formed SVG.
+// The report holds each figure of the input in its table (each round of
+// idem/mcpgo's comparison in a row of its own), a dash for what the run
+// lacks, and charts that are well-formed SVG.
 func TestReport(t *testing.T) {
 	r, err := parse(strings.NewReader(sample))
 	if err != nil {
@@ -41,6 +45,8 @@ func TestReport(t *testing.T) {
 		"| memory | 1000 ops/s | 4000 ops/s | - |",
 		"| first call | 1 | 2.00 ms | 0.60 of the three-call protocol |",
 		"test machine",
+		"| SQLite | 1 | 400 / 410 µs | 1.20 / 1.26 | 1.05 | 0.20 / 0.19 | 0.95 | 0.30 / 0.33 | 1.10 |",
+		"| SQLite | 2 | 400 / 400 µs | 1.20 / 1.20 | 1.00 | 0.20 / 0.20 | 1.00 | 0.30 / 0.30 | 1.00 |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -50,31 +51,84 @@ import (
 //
 // Benchmark fails if a replay runs the handler or a storm commits more
 // than once: a figure of a broken run is not a figure.
+//
+// Benchmark wraps the handler with idem.Tool, the go-sdk's adapter
+// ([GoSDK]); [BenchmarkWith] runs the same benchmark through another
+// library's adapter.
 func Benchmark(b *testing.B, newStore func(b *testing.B) idem.Store) {
-	b.Run("calls", func(b *testing.B) { benchCalls(b, newStore(b)) })
-	b.Run("storm64", func(b *testing.B) { benchStorm(b, newStore(b)) })
+	BenchmarkWith(b, newStore, GoSDK)
+}
+
+// BenchmarkWith is [Benchmark] with the handler wrapped by adapt, so that
+// the middleware's cost on one MCP library can be set beside its cost on
+// another (idem/mcpgo's benchmark). The bare write is the same on every
+// library: a Store.Run, no library's code.
+func BenchmarkWith(b *testing.B, newStore func(b *testing.B) idem.Store, adapt Adapter) {
+	b.Run("calls", func(b *testing.B) { benchCalls(b, newStore(b), adapt) })
+	b.Run("storm64", func(b *testing.B) { benchStorm(b, newStore(b), adapt) })
 	for _, n := range []int{1, 8, 32} {
-		b.Run("clients="+strconv.Itoa(n), func(b *testing.B) { benchClients(b, newStore(b), n) })
+		b.Run("clients="+strconv.Itoa(n), func(b *testing.B) { benchClients(b, newStore(b), adapt, n) })
 	}
 }
 
-// benchNote is the benchmark tool's input.
-type benchNote struct {
+// Note is the benchmark tool's input.
+type Note struct {
 	Text string `json:"text"`
 }
 
-// benchAdded is its output.
-type benchAdded struct {
+// Added is its output.
+type Added struct {
 	ID string `json:"id"`
+}
+
+// AddNote is the benchmark tool's handler, in no library's types: an
+// [Adapter] calls it from the library's typed handler with the call's
+// decoded input.
+type AddNote func(ctx context.Context, tx idem.Tx, in Note) (Added, error)
+
+// An Adapter registers h as the tool add_note on s through one MCP
+// library's idem adapter, with opts, as one process would, and returns a
+// [Caller] of the wrapped handler.
+type Adapter func(s idem.Store, h AddNote, opts ...idem.Option) Caller
+
+// A Caller sends one tools/call of add_note with args (its JSON arguments)
+// to the wrapped handler, built as the library's server hands a decoded
+// request to it, and reports whether the answer was a replay. A result
+// with IsError set is an error.
+type Caller func(ctx context.Context, args json.RawMessage) (replayed bool, err error)
+
+// GoSDK is the [Adapter] of idem.Tool, the go-sdk's.
+func GoSDK(s idem.Store, h AddNote, opts ...idem.Option) Caller {
+	handle := goSDKHandler(s, h, opts...)
+	return func(ctx context.Context, args json.RawMessage) (bool, error) {
+		res, err := handle(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "add_note", Arguments: args}})
+		if err != nil {
+			return false, err
+		}
+		if res.IsError {
+			return false, fmt.Errorf("tool error: %v", res.Content)
+		}
+		return res.Meta[idem.MetaReplayed] == true, nil
+	}
+}
+
+// goSDKHandler is h wrapped by idem.Tool.
+func goSDKHandler(s idem.Store, h AddNote, opts ...idem.Option) mcp.ToolHandler {
+	_, handle := idem.Tool(&mcp.Tool{Name: "add_note"}, s,
+		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+			out, err := h(ctx, tx, in)
+			return nil, out, err
+		}, opts...)
+	return handle
 }
 
 // benchTool is one wrapped handler (one process's) on s; its runs count the
 // handler's executions, committed or not, and made holds the ids of the
 // notes each text's runs created.
 type benchTool struct {
-	handle mcp.ToolHandler
-	runs   *atomic.Int64
-	made   *notesMade // nil, or where the runs' note ids are kept
+	call1 Caller
+	runs  *atomic.Int64
+	made  *notesMade // nil, or where the runs' note ids are kept
 }
 
 // notesMade holds the ids of the notes the handler's runs created, by
@@ -89,37 +143,41 @@ var benchSeq atomic.Int64
 // benchWarmups is how many untimed rounds run before a measurement.
 const benchWarmups = 10
 
-// newBenchTool wraps the note-creating handler on s; made, when not nil,
-// collects the ids of the notes it creates by their text.
-func newBenchTool(s idem.Store, runs *atomic.Int64, made *notesMade) benchTool {
-	_, h := idem.Tool(&mcp.Tool{Name: "add_note"}, s,
-		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in benchNote) (*mcp.CallToolResult, benchAdded, error) {
-			runs.Add(1)
-			id := "n" + strconv.FormatInt(benchSeq.Add(1), 10)
-			if made != nil {
-				made.mu.Lock()
-				made.ids[in.Text] = append(made.ids[in.Text], id)
-				made.mu.Unlock()
-			}
-			return nil, benchAdded{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
-		}, idem.RequireOpID())
-	return benchTool{handle: h, runs: runs, made: made}
+// newBenchTool wraps the note-creating handler on s with adapt; made, when
+// not nil, collects the ids of the notes it creates by their text.
+func newBenchTool(s idem.Store, adapt Adapter, runs *atomic.Int64, made *notesMade) benchTool {
+	return benchTool{call1: adapt(s, addNote(runs, made), idem.RequireOpID()), runs: runs, made: made}
+}
+
+// addNote is the handler that creates a note under a server-made id;
+// runs counts its runs, and made, when not nil, collects the ids of the
+// notes it creates by their text.
+func addNote(runs *atomic.Int64, made *notesMade) AddNote {
+	return func(ctx context.Context, tx idem.Tx, in Note) (Added, error) {
+		runs.Add(1)
+		id := "n" + strconv.FormatInt(benchSeq.Add(1), 10)
+		if made != nil {
+			made.mu.Lock()
+			made.ids[in.Text] = append(made.ids[in.Text], id)
+			made.mu.Unlock()
+		}
+		return Added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
+	}
 }
 
 // call sends one call with opID (also the note's text) and returns whether
 // it was replayed.
 func (bt benchTool) call(tb testing.TB, opID string) bool {
-	res, err := bt.handle(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
-		Name: "add_note", Arguments: json.RawMessage(`{"text":"` + opID + `","op_id":"` + opID + `"}`)}})
-	if err != nil || res.IsError {
-		tb.Fatalf("call %s: %v %v", opID, err, res)
+	replayed, err := bt.call1(context.Background(), json.RawMessage(`{"text":"`+opID+`","op_id":"`+opID+`"}`))
+	if err != nil {
+		tb.Fatalf("call %s: %v", opID, err)
 	}
-	return res.Meta[idem.MetaReplayed] == true
+	return replayed
 }
 
-func benchCalls(b *testing.B, s idem.Store) {
+func benchCalls(b *testing.B, s idem.Store, adapt Adapter) {
 	var runs atomic.Int64
-	here, elsewhere := newBenchTool(s, &runs, nil), newBenchTool(s, &runs, nil)
+	here, elsewhere := newBenchTool(s, adapt, &runs, nil), newBenchTool(s, adapt, &runs, nil)
 	var tBare, tFirst, tReplay, tElse time.Duration
 	n := 0
 	// Warm the store (connections, statement caches, an emulator's JIT)
@@ -143,8 +201,76 @@ func benchCalls(b *testing.B, s idem.Store) {
 	b.ReportMetric(float64(tElse)/float64(tFirst), "elsewhere/first")
 }
 
+// A Library is one MCP library's adapter, by the name its metrics carry,
+// for [CompareCalls].
+type Library struct {
+	Name  string
+	Adapt Adapter
+}
+
+// CompareCalls measures the calls of [Benchmark] (a bare write, a first
+// call, its replay, its repeat elsewhere) through each library's adapter on
+// the one store s, every iteration a round through each library in an
+// order that turns by one each iteration, so that drift on a shared
+// machine hits every library alike. Its figures are medians of the
+// iterations, not means, so that a stall of the machine in one library's
+// turn does not weigh on that library alone. Metrics, per library:
+// NAME-first-ns, and the ratios of medians NAME-first/bare,
+// NAME-replay/first, NAME-elsewhere/first; then, for each library after the
+// first, each of its ratios against the first library's as NAME-RATIO-vs
+// (1.00: the same).
+func CompareCalls(b *testing.B, s idem.Store, libs ...Library) {
+	runs := make([]atomic.Int64, len(libs))
+	here, elsewhere := make([]benchTool, len(libs)), make([]benchTool, len(libs))
+	for i, l := range libs {
+		here[i], elsewhere[i] = newBenchTool(s, l.Adapt, &runs[i], nil), newBenchTool(s, l.Adapt, &runs[i], nil)
+	}
+	times := make([][]callTimes, len(libs))
+	round := func(it int, timed bool) {
+		for j := range libs {
+			i := (it + j) % len(libs)
+			r := timeCalls(b, s, here[i], elsewhere[i], &runs[i])
+			if timed {
+				times[i] = append(times[i], r)
+			}
+		}
+	}
+	for it := range benchWarmups {
+		round(it, false)
+	}
+	n := 0
+	for b.Loop() {
+		round(n, true)
+		n++
+	}
+	var first [3]float64
+	for i, l := range libs {
+		t := medianTimes(times[i])
+		r := [3]float64{float64(t.first) / float64(t.bare), float64(t.replay) / float64(t.first), float64(t.elsewhere) / float64(t.first)}
+		b.ReportMetric(float64(t.first.Nanoseconds()), l.Name+"-first-ns")
+		for k, name := range [3]string{"first/bare", "replay/first", "elsewhere/first"} {
+			b.ReportMetric(r[k], l.Name+"-"+name)
+			if i > 0 {
+				b.ReportMetric(r[k]/first[k], l.Name+"-"+name+"-vs")
+			}
+		}
+		if i == 0 {
+			first = r
+		}
+	}
+}
+
 // callTimes is what one round of timeCalls measured.
 type callTimes struct{ bare, first, replay, elsewhere time.Duration }
+
+// medianTimes is the median of each of rounds' times.
+func medianTimes(rounds []callTimes) callTimes {
+	var ds [4][]time.Duration
+	for _, r := range rounds {
+		ds[0], ds[1], ds[2], ds[3] = append(ds[0], r.bare), append(ds[1], r.first), append(ds[2], r.replay), append(ds[3], r.elsewhere)
+	}
+	return callTimes{bare: pct(ds[0], 0.5), first: pct(ds[1], 0.5), replay: pct(ds[2], 0.5), elsewhere: pct(ds[3], 0.5)}
+}
 
 // timeCalls times, on s, a bare write (a document created in Store.Run),
 // a first call through here, its replay through here and its repeat
@@ -154,7 +280,7 @@ func timeCalls(tb testing.TB, s idem.Store, here, elsewhere benchTool, runs *ato
 	id := "op" + strconv.FormatInt(benchSeq.Add(1), 10)
 	t0 := time.Now()
 	if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-		return tx.Create(ctx, idem.Key{Collection: "notes", ID: "bare-" + id}, benchNote{Text: "hello"})
+		return tx.Create(ctx, idem.Key{Collection: "notes", ID: "bare-" + id}, Note{Text: "hello"})
 	}); err != nil {
 		tb.Fatal(err)
 	}
@@ -180,13 +306,13 @@ func timeCalls(tb testing.TB, s idem.Store, here, elsewhere benchTool, runs *ato
 	return callTimes{bare: t1.Sub(t0), first: t2.Sub(t1), replay: t3.Sub(t2), elsewhere: t4.Sub(t3)}
 }
 
-func benchStorm(b *testing.B, s idem.Store) {
+func benchStorm(b *testing.B, s idem.Store, adapt Adapter) {
 	const calls, processes = 64, 4
 	var runs atomic.Int64
 	made := &notesMade{ids: map[string][]string{}}
 	tools := make([]benchTool, processes)
 	for i := range tools {
-		tools[i] = newBenchTool(s, &runs, made)
+		tools[i] = newBenchTool(s, adapt, &runs, made)
 	}
 	for range benchWarmups {
 		tools[0].call(b, "warm"+strconv.FormatInt(benchSeq.Add(1), 10))
@@ -237,7 +363,7 @@ func committedNotes(b *testing.B, s idem.Store, made *notesMade, text string) in
 	var n int64
 	for _, id := range ids {
 		err := s.Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
-			var got benchNote
+			var got Note
 			_, err := tx.Get(ctx, idem.Key{Collection: "notes", ID: id}, &got)
 			return err
 		})
@@ -251,9 +377,9 @@ func committedNotes(b *testing.B, s idem.Store, made *notesMade, text string) in
 	return n
 }
 
-func benchClients(b *testing.B, s idem.Store, clients int) {
+func benchClients(b *testing.B, s idem.Store, adapt Adapter, clients int) {
 	var runs atomic.Int64
-	bt := newBenchTool(s, &runs, nil)
+	bt := newBenchTool(s, adapt, &runs, nil)
 	// Warm up with as many clients at once as are measured, so that a
 	// pool opens the connections they use (on PostgreSQL a connection
 	// costs its backend's start and the store's statements' prepares)

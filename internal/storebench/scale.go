@@ -119,8 +119,8 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 
 	// Calls: the empty and the loaded store, round by round.
 	var runsE, runsF atomic.Int64
-	te := [2]benchTool{newBenchTool(empty, &runsE, nil), newBenchTool(empty, &runsE, nil)}
-	tf := [2]benchTool{newBenchTool(full, &runsF, nil), newBenchTool(full, &runsF, nil)}
+	te := [2]benchTool{newBenchTool(empty, GoSDK, &runsE, nil), newBenchTool(empty, GoSDK, &runsE, nil)}
+	tf := [2]benchTool{newBenchTool(full, GoSDK, &runsF, nil), newBenchTool(full, GoSDK, &runsF, nil)}
 	rounds := testenv.Count(t, "IDEMKIT_SCALE_ROUNDS", cmp.Or(h.Rounds, 400))
 	var onEmpty, onFull []callTimes
 	for r := range rounds {
@@ -245,7 +245,7 @@ const sweepPhase = 100 * time.Millisecond
 // across a switch is counted against the sweep).
 func callThroughPhases(t *testing.T, s idem.Store, phase *atomic.Int64, stop chan struct{}) (without, during []time.Duration) {
 	var runs atomic.Int64
-	bt := newBenchTool(s, &runs, nil)
+	bt := newBenchTool(s, GoSDK, &runs, nil)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 2 {
@@ -340,10 +340,10 @@ func CheckScaleLoad(t *testing.T, s idem.Store, n int, first time.Time) {
 	}
 	var runs atomic.Int64
 	made := &notesMade{ids: map[string][]string{}}
-	bt := newBenchTool(s, &runs, made)
+	handle := goSDKHandler(s, addNote(&runs, made), idem.RequireOpID())
 	for i := range n {
 		opID := "scale" + strconv.Itoa(i)
-		res, err := bt.handle(t.Context(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+		res, err := handle(t.Context(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
 			Name: "add_note", Arguments: json.RawMessage(`{"text":"` + opID + `","op_id":"` + opID + `"}`)}})
 		if err != nil {
 			t.Fatal(err)

@@ -43,7 +43,7 @@ func TestScaleRecord(t *testing.T) {
 	}
 	var runs atomic.Int64
 	made := &notesMade{ids: map[string][]string{}}
-	bt := newBenchTool(s, &runs, made)
+	handle := goSDKHandler(s, addNote(&runs, made), idem.RequireOpID())
 	// notes returns how many notes with text the handler's runs committed
 	// (a call that finds the record at commit may have run it and rolled
 	// back).
@@ -59,7 +59,7 @@ func TestScaleRecord(t *testing.T) {
 		return n
 	}
 	call := func(opID, text string) *mcp.CallToolResult {
-		res, err := bt.handle(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+		res, err := handle(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
 			Name: "add_note", Arguments: json.RawMessage(`{"text":"` + text + `","op_id":"` + opID + `"}`)}})
 		if err != nil {
 			t.Fatal(err)
