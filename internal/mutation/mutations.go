@@ -760,4 +760,13 @@ var mutations = []mutation{
 		Pkg:    "./examples/internal/exserve",
 		Run:    "^TestListenStreamOutlivesLimits$",
 	},
+	{
+		Name:   "idem/op-record-create-mcpgo",
+		Guards: "the same create-if-absent, through the mcp-go adapter: a repeat on another mcp-go server replays",
+		File:   "idem/middleware.go",
+		From:   "return tx.Create(ctx, o.key, rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())",
+		To:     "return tx.Put(ctx, o.key, rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())",
+		Pkg:    "./idem/mcpgo",
+		Run:    "^TestMiddlewareOnMemory$/^(RepeatOnAnotherServer|ConcurrentAcrossServers)$",
+	},
 }
