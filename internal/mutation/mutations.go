@@ -769,4 +769,13 @@ var mutations = []mutation{
 		Pkg:    "./idem/mcpgo",
 		Run:    "^TestMiddlewareOnMemory$/^(RepeatOnAnotherServer|ConcurrentAcrossServers)$",
 	},
+	{
+		Name:   "mcpgo/meta-op-id",
+		Guards: "an mcp-go call's op id in _meta reaches the middleware: its repeat replays",
+		File:   "idem/mcpgo/mcpgo.go",
+		From:   "c.Meta = m.AdditionalFields",
+		To:     "_ = m",
+		Pkg:    "./idem/mcpgo",
+		Run:    "^TestMiddlewareOnMemory$/^(SameOpIDTwice|DifferentOpsOnOneRecordLoseNothing)$",
+	},
 }
