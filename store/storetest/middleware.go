@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -700,6 +701,13 @@ func mwDifferentOpsOnOneRecordLoseNothing(t *testing.T, h Harness) {
 	})
 	if err != nil || got.N != n || len(got.Ops) != n {
 		t.Errorf("counter after %d different operations and their repeats: %+v, %v", n, got, err)
+	}
+	// Each operation's handler saw its own op id in _meta.
+	slices.Sort(got.Ops)
+	for i, op := range got.Ops {
+		if want := fmt.Sprintf("bump-%02d", i); op != want {
+			t.Errorf("operation %d recorded op id %q, want %q", i, op, want)
+		}
 	}
 }
 
