@@ -7,6 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/idemkit/sdk v0.0.0-00010101000000-000000000000
+	github.com/idemkit/sdk/idem/mcpgo v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/store/dynamo v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/store/firestore v0.0.0-00010101000000-000000000000
 	github.com/mark3labs/mcp-go v1.2.1
@@ -74,3 +75,5 @@ replace github.com/idemkit/sdk => ..
 replace github.com/idemkit/sdk/store/dynamo => ../store/dynamo
 
 replace github.com/idemkit/sdk/store/firestore => ../store/firestore
+
+replace github.com/idemkit/sdk/idem/mcpgo => ../idem/mcpgo

@@ -17,6 +17,7 @@ import (
 // relative to the module root.
 var testHelpers = []string{
 	"idemtest",
+	"idem/mcpgo/mcpgotest",
 	"merge/mergetest",
 	"store/storetest",
 }

@@ -797,4 +797,22 @@ var mutations = []mutation{
 		Pkg:    "./idem/mcpgo",
 		Run:    "^TestHandlerErrorsAreNotSaved$",
 	},
+	{
+		Name:   "idem/op-record-create-mcpgo",
+		Guards: "the same create-if-absent, through the mcp-go adapter: a repeat on another mcp-go server replays",
+		File:   "idem/middleware.go",
+		From:   "return tx.Create(ctx, o.key, rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())",
+		To:     "return tx.Put(ctx, o.key, rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())",
+		Pkg:    "./idem/mcpgo",
+		Run:    "^TestMiddlewareOnMemory$/^(RepeatOnAnotherServer|ConcurrentAcrossServers)$",
+	},
+	{
+		Name:   "mcpgo/meta-op-id",
+		Guards: "an mcp-go call's op id in _meta reaches the middleware: its repeat replays",
+		File:   "idem/mcpgo/mcpgo.go",
+		From:   "c.Meta = m.AdditionalFields",
+		To:     "_ = m",
+		Pkg:    "./idem/mcpgo",
+		Run:    "^TestMiddlewareOnMemory$/^(SameOpIDTwice|DifferentOpsOnOneRecordLoseNothing)$",
+	},
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -71,7 +72,7 @@ func runMiddlewareSuite(t *testing.T, h Harness) {
 // and answers the first result marked as a replay.
 func mwSameOpIDTwice(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	args := map[string]any{"text": "hello", "op_id": "op-1"}
 	r1 := callTool(t, cs, "add_note", args, nil)
 	r2 := callTool(t, cs, "add_note", args, nil)
@@ -97,20 +98,16 @@ func mwSameOpIDTwice(t *testing.T, h Harness) {
 // the commit, retried on a new connection, is answered from its op record.
 func mwDropAfterCommitThenRetry(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	d := &idemtest.Dropper{Tool: "add_note"}
-	cs := f.connect(d.Wrap)
+	cs := f.srv.Connect(t, "add_note")
 	args := map[string]any{"text": "posted offline", "op_id": "op-drop"}
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_note", Arguments: args}); err == nil {
 		t.Fatal("first call succeeded; want the response lost")
-	}
-	if d.Dropped() != 1 {
-		t.Fatalf("dropped %d responses, want 1", d.Dropped())
 	}
 	rec := f.opRecord("", "add_note", "op-drop")
 	if rec == nil {
 		t.Fatal("no op record after the handler returned: the change did not commit")
 	}
-	cs2 := f.connect(nil) // the client reconnects and retries
+	cs2 := f.connect() // the client reconnects and retries
 	r := callTool(t, cs2, "add_note", args, nil)
 	if got := f.execs.Load(); got != 1 {
 		t.Fatalf("handler ran %d times, want 1", got)
@@ -138,14 +135,13 @@ func mwConcurrent64SameOpID(t *testing.T, h Harness) {
 	n := h.goroutines(64)
 	var arrived atomic.Int64
 	allArrived, second := make(chan struct{}), make(chan struct{})
-	f.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "tools/call" && arrived.Add(1) == int64(n) {
-				close(allArrived)
-			}
-			return next(ctx, method, req)
+	cfg := f.config()
+	cfg.Arrived = func() {
+		if arrived.Add(1) == int64(n) {
+			close(allArrived)
 		}
-	})
+	}
+	f.srv = f.lib.NewServer(t, cfg)
 	f.hold = func(run int64) {
 		switch run {
 		case 1:
@@ -163,7 +159,7 @@ func mwConcurrent64SameOpID(t *testing.T, h Harness) {
 			close(second)
 		}
 	}
-	cs := f.connect(nil)
+	cs := f.connect()
 	args := map[string]any{"text": "once", "op_id": "op-64"}
 	results := callAll(t, []*mcp.ClientSession{cs}, n, "add_note", args)
 	if t.Failed() {
@@ -186,8 +182,7 @@ func mwConcurrent64SameOpID(t *testing.T, h Harness) {
 // store's conditions keep it to one.
 func mwConcurrentAcrossServers(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	servers := []*mcp.Server{f.srv, f.newServer()}
-	sessions := []*mcp.ClientSession{connectTo(t, servers[0], nil), connectTo(t, servers[1], nil)}
+	sessions := []*mcp.ClientSession{f.connect(), f.newServer().Connect(t, "")}
 	args := map[string]any{"text": "twice", "op_id": "op-2p"}
 	results := callAll(t, sessions, h.goroutines(16), "add_note", args)
 	if t.Failed() {
@@ -208,8 +203,8 @@ func mwConcurrentAcrossServers(t *testing.T, h Harness) {
 func mwRepeatOnAnotherServer(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	args := map[string]any{"text": "moved", "op_id": "op-moved"}
-	r1 := callTool(t, f.connect(nil), "add_note", args, nil)
-	r2 := callTool(t, connectTo(t, f.newServer(), nil), "add_note", args, nil)
+	r1 := callTool(t, f.connect(), "add_note", args, nil)
+	r2 := callTool(t, f.newServer().Connect(t, ""), "add_note", args, nil)
 	sameAnswer(t, r1, r2)
 	if !replayed(r2) {
 		t.Error("the repeat on the other server was not a replay")
@@ -227,7 +222,7 @@ func mwRepeatOnAnotherServer(t *testing.T, h Harness) {
 // arguments, and runs nothing.
 func mwKeyReused(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	r1 := callTool(t, cs, "add_note", map[string]any{"text": "first", "op_id": "op-r"}, nil)
 	id := noteID(t, r1)
 	r2 := callTool(t, cs, "add_note", map[string]any{"text": secret, "op_id": "op-r"}, nil)
@@ -276,7 +271,7 @@ func mwScopeOverHTTP(t *testing.T, h Harness) {
 		t.Error("want one op record per user")
 	}
 	// Without a token (in-memory), a tool that requires a scope refuses.
-	r := callTool(t, f.connect(nil), "scoped_note", map[string]any{"text": "x", "op_id": "anon"}, nil)
+	r := callTool(t, f.connect(), "scoped_note", map[string]any{"text": "x", "op_id": "anon"}, nil)
 	if errCode(r) != string(idem.CodeScopeRequired) {
 		t.Errorf("anonymous call: code %q, want scope_required", errCode(r))
 	}
@@ -308,13 +303,12 @@ func mwScopeOverHTTP(t *testing.T, h Harness) {
 func mwScopesKeepOpsApart(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	const metaTenant = "storetest/tenant"
-	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "tenant_note"}, f.store, f.addNote, idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL),
-		idem.Scope(func(ctx context.Context, req *mcp.CallToolRequest) string {
-			tenant, _ := req.Params.Meta[metaTenant].(string)
+	cs := f.serve(mwlib.Tool{Name: "tenant_note", Handler: mwlib.Handler[noteIn, noteOut](f.addNote),
+		Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL)},
+		Scope: func(ctx context.Context, r mwlib.Request) string {
+			tenant, _ := r.Meta()[metaTenant].(string)
 			return tenant
-		}))
-	cs := connectTo(t, srv, nil)
+		}}).Connect(t, "")
 	call := func(tenant, text string) *mcp.CallToolResult {
 		t.Helper()
 		r := callTool(t, cs, "tenant_note", map[string]any{"text": text}, mcp.Meta{metaTenant: tenant, idem.MetaOpID: "op-tenants"})
@@ -351,7 +345,7 @@ func mwScopesKeepOpsApart(t *testing.T, h Harness) {
 // or hook behind, and that a retry runs afresh.
 func mwRollbackOn(t *testing.T, h Harness, mode string) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	args := map[string]any{"text": "x", "op_id": "op-fail"}
 	f.fail.Store(mode)
 	r := callTool(t, cs, "add_note", args, nil)
@@ -378,7 +372,7 @@ func mwRollbackOn(t *testing.T, h Harness, mode string) {
 // and runs again after it.
 func mwExpiredOpRecordRunsAgain(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	args := map[string]any{"text": "x", "op_id": "op-ttl"}
 	callTool(t, cs, "add_note", args, nil)
 	f.clock.Advance(opTTL - time.Second)
@@ -399,8 +393,7 @@ func mwCancelAfterHandlerStillCommits(t *testing.T, h Harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	k := idem.Key{Collection: "notes", ID: "cancelled"}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "cancel", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "add_note"}, f.store, func(hctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+	add := func(hctx context.Context, tx idem.Tx, r mwlib.Request, in noteIn) (*mwlib.ErrorResult, noteOut, error) {
 		if err := tx.Create(hctx, k, in); err != nil {
 			return nil, noteOut{}, err
 		}
@@ -410,8 +403,9 @@ func mwCancelAfterHandlerStillCommits(t *testing.T, h Harness) {
 		case <-time.After(2 * time.Second):
 		}
 		return nil, noteOut{ID: k.ID}, nil
-	}, idem.OpID(), idem.Clock(f.clock.Now))
-	cs := connectTo(t, srv, nil)
+	}
+	cs := f.serve(mwlib.Tool{Name: "add_note", Handler: mwlib.Handler[noteIn, noteOut](add),
+		Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now)}}).Connect(t, "")
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"text": "x", "op_id": "op-c"}})
 	if err == nil {
 		t.Log("the call answered before its cancellation") // the commit is checked either way
@@ -438,7 +432,7 @@ func mwCancelAfterHandlerStillCommits(t *testing.T, h Harness) {
 // same tools work.
 func mwBadInputRefusedAndWritesNothing(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	cases := []struct {
 		name, tool string
 		args       map[string]any
@@ -515,7 +509,7 @@ func mwBadInputRefusedAndWritesNothing(t *testing.T, h Harness) {
 // answers alike and stores one record.
 func mwKeyedWriteTwice(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	args := map[string]any{"handle": "ada", "status": "writing"}
 	r1 := callTool(t, cs, "set_status", args, nil)
 	r2 := callTool(t, cs, "set_status", args, nil)
@@ -535,7 +529,7 @@ func mwKeyedWriteTwice(t *testing.T, h Harness) {
 // up per tool.
 func mwGetOperation(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	r1 := callTool(t, cs, "add_note", map[string]any{"text": "x", "op_id": "op-s"}, nil)
 	st := callTool(t, cs, "get_operation", map[string]any{"tool": "add_note", "op_id": "op-s"}, nil)
 	var got struct {
@@ -570,10 +564,10 @@ func mwGetOperation(t *testing.T, h Harness) {
 func mwStaleReadStillCommitsOnce(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	args := map[string]any{"text": "x", "op_id": "op-stale"}
-	r1 := callTool(t, f.connect(nil), "add_note", args, nil)
+	r1 := callTool(t, f.connect(), "add_note", args, nil)
 	// A second server whose reads miss the op record on first attempts.
 	f.store = staleReads{f.store}
-	r2 := callTool(t, connectTo(t, f.newServer(), nil), "add_note", args, nil)
+	r2 := callTool(t, f.newServer().Connect(t, ""), "add_note", args, nil)
 	if got := f.execs.Load(); got != 2 {
 		t.Fatalf("handler ran %d times, want 2: the stale first attempt must run it, and lose", got)
 	}
@@ -590,7 +584,7 @@ func mwUnknownOutcome(t *testing.T, h Harness, committed bool) {
 	f := newMWFixture(t, h)
 	us := &unknownCommit{Store: f.store, committed: committed}
 	f.store = us
-	cs := connectTo(t, f.newServer(), nil)
+	cs := f.newServer().Connect(t, "")
 	args := map[string]any{"text": secret, "op_id": "op-unknown"}
 	us.armed.Store(true)
 	r := callTool(t, cs, "add_note", args, nil)
@@ -661,25 +655,24 @@ func mwBusyWhileFirstRuns(t *testing.T, h Harness) {
 func mwDifferentOpsOnOneRecordLoseNothing(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	k := idem.Key{Collection: "counters", ID: "c"}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
-	type bumpIn struct{}
-	idem.AddTool(srv, &mcp.Tool{Name: "bump"}, f.store,
-		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in bumpIn) (*mcp.CallToolResult, counter, error) {
-			var c counter
-			v, err := tx.Get(ctx, k, &c)
-			if err != nil && !errors.Is(err, idem.ErrNotFound) {
-				return nil, counter{}, err
-			}
-			c.N++
-			c.Ops = append(c.Ops, req.Params.Meta[idem.MetaOpID].(string))
-			if v == 0 {
-				err = tx.Create(ctx, k, c)
-			} else {
-				err = tx.Update(ctx, k, v, c)
-			}
-			return nil, c, err
-		}, idem.OpID(), idem.Clock(f.clock.Now))
-	cs := connectTo(t, srv, nil)
+	bump := func(ctx context.Context, tx idem.Tx, r mwlib.Request, in mwlib.BumpIn) (*mwlib.ErrorResult, counter, error) {
+		var c counter
+		v, err := tx.Get(ctx, k, &c)
+		if err != nil && !errors.Is(err, idem.ErrNotFound) {
+			return nil, counter{}, err
+		}
+		opID, _ := r.Meta()[idem.MetaOpID].(string)
+		c.N++
+		c.Ops = append(c.Ops, opID)
+		if v == 0 {
+			err = tx.Create(ctx, k, c)
+		} else {
+			err = tx.Update(ctx, k, v, c)
+		}
+		return nil, c, err
+	}
+	cs := f.serve(mwlib.Tool{Name: "bump", Handler: mwlib.Handler[mwlib.BumpIn, counter](bump),
+		Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now)}}).Connect(t, "")
 	n := h.goroutines(16)
 	call := func(i int) error {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bump", Arguments: map[string]any{},
@@ -708,6 +701,13 @@ func mwDifferentOpsOnOneRecordLoseNothing(t *testing.T, h Harness) {
 	})
 	if err != nil || got.N != n || len(got.Ops) != n {
 		t.Errorf("counter after %d different operations and their repeats: %+v, %v", n, got, err)
+	}
+	// Each operation's handler saw its own op id in _meta.
+	slices.Sort(got.Ops)
+	for i, op := range got.Ops {
+		if want := fmt.Sprintf("bump-%02d", i); op != want {
+			t.Errorf("operation %d recorded op id %q, want %q", i, op, want)
+		}
 	}
 }
 
@@ -783,7 +783,7 @@ func mwHandlerErrorIsNotSaved(t *testing.T, h Harness) {
 	}
 	for _, c := range cases {
 		f := newMWFixture(t, h)
-		cs := f.connect(nil)
+		cs := f.connect()
 		f.fail.Store(c.mode)
 		for i, call := range []struct {
 			args map[string]any
@@ -822,7 +822,7 @@ func mwHandlerErrorIsNotSaved(t *testing.T, h Harness) {
 // value appears nowhere in the answer, and that nothing ran or was written.
 func mwSchemaRefusalQuotesNoValue(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	for _, args := range []map[string]any{
 		{"text": "x", "priority": secret},
 		{"text": "x", "priority": secret, "op_id": "op-schema"},
@@ -855,7 +855,7 @@ func mwSchemaRefusalQuotesNoValue(t *testing.T, h Harness) {
 // protected and is not run without it.
 func mwNullOpIDRefused(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
-	cs := f.connect(nil)
+	cs := f.connect()
 	cases := []struct {
 		name string
 		args map[string]any
@@ -894,7 +894,7 @@ func mwContendedIsNotBusy(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	gs := &gaveUp{Store: f.store}
 	f.store = gs
-	cs := connectTo(t, f.newServer(), nil)
+	cs := f.newServer().Connect(t, "")
 	args := map[string]any{"text": secret, "op_id": "op-contended"}
 	gs.armed.Store(true)
 	r := callTool(t, cs, "add_note", args, nil)
@@ -928,10 +928,4 @@ func mwContendedIsNotBusy(t *testing.T, h Harness) {
 	if a := <-first; a.err != nil || a.res == nil || a.res.IsError {
 		t.Fatalf("first call failed: %v", a.err)
 	}
-}
-
-// counter is one record that many operations change.
-type counter struct {
-	N   int      `json:"n"`
-	Ops []string `json:"ops"`
 }

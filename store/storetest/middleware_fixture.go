@@ -7,17 +7,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -28,12 +29,14 @@ const secret = "SECRET-7f3a9c"
 const opTTL = time.Hour
 
 // mwFixture is a server with idemkit tools on one store, and counters of
-// what its handlers did.
+// what its handlers did. The server is of the library the harness runs the
+// middleware cases through (the go-sdk unless RunMiddleware names another).
 type mwFixture struct {
 	t     *testing.T
+	lib   mwlib.Library
 	store idem.Store
 	clock *Clock
-	srv   *mcp.Server
+	srv   mwlib.Server
 
 	execs    atomic.Int64 // add_note handler runs
 	statuses atomic.Int64 // set_status and set_label handler runs
@@ -44,10 +47,15 @@ type mwFixture struct {
 	hold func(run int64)
 }
 
-type noteIn struct {
-	Text     string `json:"text"`
-	Priority int    `json:"priority,omitempty"`
-}
+// The tools' arguments and outputs, in mwlib so that every library can
+// name them.
+type (
+	noteIn   = mwlib.NoteIn
+	noteOut  = mwlib.NoteOut
+	statusIn = mwlib.StatusIn
+	closeIn  = mwlib.CloseIn
+	counter  = mwlib.Counter
+)
 
 // The ways add_note fails, set in mwFixture.fail.
 const (
@@ -61,25 +69,11 @@ const (
 // handlerCode is the code add_note gives its own errors.
 const handlerCode = idem.CodeEventBeforeStart
 
-type noteOut struct {
-	ID string `json:"id"`
-	N  int64  `json:"n"`
-}
-
-type statusIn struct {
-	Handle string `json:"handle"`
-	Status string `json:"status"`
-}
-
-type closeIn struct {
-	SessionID string `json:"session_id,omitempty"`
-}
-
 func noteKey(n int64) idem.Key { return idem.Key{Collection: "notes", ID: fmt.Sprintf("note-%d", n)} }
 
 func newMWFixture(t *testing.T, h Harness) *mwFixture {
 	t.Helper()
-	f := &mwFixture{t: t, clock: NewClock(time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC))}
+	f := &mwFixture{t: t, lib: h.library(), clock: NewClock(time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC))}
 	f.fail.Store("")
 	f.store = h.New(t, f.clock.Now)
 	f.srv = f.newServer()
@@ -88,28 +82,36 @@ func newMWFixture(t *testing.T, h Harness) *mwFixture {
 
 // newServer returns another server over the same store, as a second process
 // would be.
-func (f *mwFixture) newServer() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+func (f *mwFixture) newServer() mwlib.Server { return f.lib.NewServer(f.t, f.config()) }
+
+// serve returns a server of f's library with tools on f's store.
+func (f *mwFixture) serve(tools ...mwlib.Tool) mwlib.Server {
+	return f.lib.NewServer(f.t, mwlib.Config{Store: f.store, Tools: tools})
+}
+
+// config is the fixture's server: its tools and get_operation.
+func (f *mwFixture) config() mwlib.Config {
 	opts := []idem.Option{idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL)}
-	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, f.store, f.addNote, opts...)
-	idem.AddTool(srv, &mcp.Tool{Name: "scoped_note", Description: "Add a note as a signed-in user."}, f.store, f.addNote,
-		append(opts, idem.RequireScope())...)
-	idem.AddTool(srv, &mcp.Tool{Name: "set_status", Description: "Set a handle's status."}, f.store, f.setStatus,
-		idem.RecordKeys("handle"), idem.Clock(f.clock.Now))
-	// A label of 3 to 8 characters (code points, not bytes): a schema with
-	// the keywords the middleware's fast argument check reads.
-	idem.AddTool(srv, &mcp.Tool{Name: "set_label", Description: "Set a handle's label.", InputSchema: json.RawMessage(`{"type":"object",
+	keyed := []idem.Option{idem.RecordKeys("handle"), idem.Clock(f.clock.Now)}
+	return mwlib.Config{Store: f.store, Status: []idem.Option{}, Tools: []mwlib.Tool{
+		{Name: "add_note", Description: "Add a note.", Handler: mwlib.Handler[noteIn, noteOut](f.addNote), Options: opts},
+		{Name: "scoped_note", Description: "Add a note as a signed-in user.", Handler: mwlib.Handler[noteIn, noteOut](f.addNote),
+			Options: append(slices.Clip(opts), idem.RequireScope())},
+		{Name: "set_status", Description: "Set a handle's status.", Handler: mwlib.Handler[statusIn, statusIn](f.setStatus), Options: keyed},
+		// A label of 3 to 8 characters (code points, not bytes): a schema
+		// with the keywords the middleware's fast argument check reads.
+		{Name: "set_label", Description: "Set a handle's label.", Handler: mwlib.Handler[statusIn, statusIn](f.setStatus), Options: keyed,
+			InputSchema: json.RawMessage(`{"type":"object",
 		"properties":{"handle":{"type":"string"},"status":{"type":"string","minLength":3,"maxLength":8}},
-		"required":["handle","status"],"additionalProperties":false}`)}, f.store, f.setStatus, idem.RecordKeys("handle"), idem.Clock(f.clock.Now))
-	idem.AddTool(srv, &mcp.Tool{Name: "close_session", Description: "Close a session."}, f.store, closeSession,
-		idem.OpID(), idem.Clock(f.clock.Now))
-	idem.RegisterStatusTool(srv, f.store)
-	return srv
+		"required":["handle","status"],"additionalProperties":false}`)},
+		{Name: "close_session", Description: "Close a session.", Handler: mwlib.Handler[closeIn, closeIn](closeSession),
+			Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now)}},
+	}}
 }
 
 // addNote appends a note under a server-made id: unsafe to repeat without an
 // op id.
-func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
+func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, r mwlib.Request, in noteIn) (*mwlib.ErrorResult, noteOut, error) {
 	n := f.execs.Add(1)
 	if f.hold != nil {
 		f.hold(n)
@@ -124,10 +126,9 @@ func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRe
 	case failError:
 		return nil, noteOut{}, errors.New("handler failed")
 	case failIsError:
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "tool failed"}}}, noteOut{}, nil
+		return &mwlib.ErrorResult{Text: "tool failed"}, noteOut{}, nil
 	case failIsErrorCoded:
-		return &mcp.CallToolResult{IsError: true, Meta: mcp.Meta{idem.MetaError: string(handlerCode)},
-			Content: []mcp.Content{&mcp.TextContent{Text: "tool failed with a code"}}}, noteOut{}, nil
+		return &mwlib.ErrorResult{Text: "tool failed with a code", Code: handlerCode}, noteOut{}, nil
 	case failCoded:
 		return nil, noteOut{}, &idem.Error{Code: handlerCode, Message: "handler refused"}
 	case failPanic:
@@ -136,16 +137,15 @@ func (f *mwFixture) addNote(ctx context.Context, tx idem.Tx, req *mcp.CallToolRe
 	return nil, noteOut{ID: noteKey(n).ID, N: n}, nil
 }
 
-func (f *mwFixture) setStatus(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in statusIn) (*mcp.CallToolResult, statusIn, error) {
+func (f *mwFixture) setStatus(ctx context.Context, tx idem.Tx, r mwlib.Request, in statusIn) (*mwlib.ErrorResult, statusIn, error) {
 	f.statuses.Add(1)
 	return nil, in, tx.Put(ctx, idem.Key{Collection: "statuses", ID: in.Handle}, in)
 }
 
-func closeSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in closeIn) (*mcp.CallToolResult, closeIn, error) {
-	id, err := idem.ResolveTarget(idem.TargetQuery{
-		ID:      in.SessionID,
-		Owned:   []idem.Candidate{{ID: "s-2", Label: "laptop"}, {ID: "s-1", Label: "phone"}},
-		Request: req,
+func closeSession(ctx context.Context, tx idem.Tx, r mwlib.Request, in closeIn) (*mwlib.ErrorResult, closeIn, error) {
+	id, err := r.ResolveTarget(idem.TargetQuery{
+		ID:    in.SessionID,
+		Owned: []idem.Candidate{{ID: "s-2", Label: "laptop"}, {ID: "s-1", Label: "phone"}},
 	})
 	if err != nil {
 		return nil, closeIn{}, err
@@ -153,9 +153,10 @@ func closeSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in 
 	return nil, closeIn{SessionID: id}, tx.Put(ctx, idem.Key{Collection: "closed", ID: id}, in)
 }
 
-func (f *mwFixture) connect(wrap func(mcp.Transport) mcp.Transport) *mcp.ClientSession {
+// connect returns a client session on a new connection to f's server.
+func (f *mwFixture) connect() *mcp.ClientSession {
 	f.t.Helper()
-	return connectTo(f.t, f.srv, wrap)
+	return f.srv.Connect(f.t, "")
 }
 
 func connectTo(t *testing.T, srv *mcp.Server, wrap func(mcp.Transport) mcp.Transport) *mcp.ClientSession {
@@ -315,16 +316,16 @@ func newHeldTool(t *testing.T, f *mwFixture, busyAfter time.Duration) *heldTool 
 	var once sync.Once
 	ht := &heldTool{started: make(chan struct{}), release: func() { once.Do(func() { close(release) }) }}
 	t.Cleanup(ht.release) // never leave the handler stuck, whatever fails
-	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "slow"}, f.store,
-		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
-			if ht.runs.Add(1) == 1 {
-				close(ht.started)
-				<-release
-			}
-			return nil, noteOut{ID: "slow-1"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "slow-1"}, in)
-		}, idem.OpID(), idem.BusyAfter(busyAfter), idem.Clock(f.clock.Now))
-	ht.cs = connectTo(t, srv, nil)
+	slow := func(ctx context.Context, tx idem.Tx, r mwlib.Request, in noteIn) (*mwlib.ErrorResult, noteOut, error) {
+		if ht.runs.Add(1) == 1 {
+			close(ht.started)
+			<-release
+		}
+		return nil, noteOut{ID: "slow-1"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "slow-1"}, in)
+	}
+	srv := f.serve(mwlib.Tool{Name: "slow", Handler: mwlib.Handler[noteIn, noteOut](slow),
+		Options: []idem.Option{idem.OpID(), idem.BusyAfter(busyAfter), idem.Clock(f.clock.Now)}})
+	ht.cs = srv.Connect(t, "")
 	return ht
 }
 
@@ -373,15 +374,7 @@ func (ht *heldTool) await(t *testing.T, ch <-chan callAnswer, msg string) callAn
 func (f *mwFixture) serveHTTP(users map[string]string) func(token string) *mcp.ClientSession {
 	t := f.t
 	t.Helper()
-	verify := func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
-		u, ok := users[token]
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
-	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, nil)
-	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(handler))
+	hs := httptest.NewServer(f.srv.HTTP(users))
 	t.Cleanup(hs.Close)
 	return func(token string) *mcp.ClientSession {
 		t.Helper()

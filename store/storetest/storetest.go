@@ -24,6 +24,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/mwlib"
 )
 
 // Harness tells the suite how to make stores of one backend and what they
@@ -75,6 +76,18 @@ type Harness struct {
 	// holds 100 items). Subtests that batch many writes into one
 	// transaction keep their batches well under it.
 	MaxTransactionItems int
+
+	// mwLibrary is the MCP library the middleware cases run through; nil
+	// for the go-sdk.
+	mwLibrary mwlib.Library
+}
+
+// library is the MCP library h's middleware cases run through.
+func (h Harness) library() mwlib.Library {
+	if h.mwLibrary == nil {
+		return goSDK{}
+	}
+	return h.mwLibrary
 }
 
 // goroutines returns n, capped at h.Concurrency when that is set.
@@ -102,6 +115,19 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Middleware", func(t *testing.T) { runMiddleware(t, h) })
 	t.Run("Merge", func(t *testing.T) { runMerge(t, h) })
 	t.Run("SideEffect", func(t *testing.T) { runSideEffect(t, h) })
+}
+
+// RunMiddleware runs the middleware cases alone, as [Run] does through the
+// go-sdk, through the servers of lib: idem's adapter for another MCP library
+// (github.com/idemkit/sdk/idem/mcpgo/mcpgotest for mark3labs/mcp-go). Of h,
+// it reads New, Reader and Concurrency.
+func RunMiddleware(t *testing.T, h Harness, lib mwlib.Library) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("storetest: Harness.New is nil")
+	}
+	h.mwLibrary = lib
+	runMiddleware(t, h)
 }
 
 // testCapabilities fails when the store's optional capabilities are not

@@ -1,0 +1,214 @@
+// Package mcpgotest runs the conformance suite's middleware cases
+// (store/storetest) through idem's adapter for mark3labs/mcp-go, on any
+// store: the cases [storetest.Run] runs through the go-sdk, with each tool
+// registered by mcpgo.AddTool on an mcp-go server, and a go-sdk client over
+// streamable HTTP.
+//
+//	func TestMiddlewareThroughMCPGo(t *testing.T) {
+//		mcpgotest.RunMiddleware(t, storetest.Harness{
+//			New: func(t *testing.T, now func() time.Time) idem.Store {
+//				return memory.New(&memory.Options{Now: now})
+//			},
+//			Reader: true,
+//		})
+//	}
+package mcpgotest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/mcpgo"
+	"github.com/idemkit/sdk/internal/mwlib"
+	"github.com/idemkit/sdk/store/storetest"
+)
+
+// RunMiddleware runs the middleware cases through mcp-go servers on the
+// stores h makes. Of h, it reads New, Reader and Concurrency.
+func RunMiddleware(t *testing.T, h storetest.Harness) {
+	t.Helper()
+	storetest.RunMiddleware(t, h, library{})
+}
+
+// library is mcp-go as the middleware cases' library. mcp-go has no
+// authenticated user of its own: as its authors are told to
+// (docs/mcp-go.md), the servers put the user a bearer token stands for in
+// the context and every tool reads it back with mcpgo.Scope.
+type library struct{}
+
+func (library) Name() string { return "mcp-go" }
+
+func (library) NewServer(t *testing.T, c mwlib.Config) mwlib.Server {
+	t.Helper()
+	var opts []server.ServerOption
+	if c.Arrived != nil {
+		opts = append(opts, server.WithToolHandlerMiddleware(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+			return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				c.Arrived()
+				return next(ctx, req)
+			}
+		}))
+	}
+	srv := server.NewMCPServer("storetest", "v0", opts...)
+	for _, tl := range c.Tools {
+		switch h := tl.Handler.(type) {
+		case mwlib.Handler[mwlib.NoteIn, mwlib.NoteOut]:
+			addTool(srv, c.Store, tl, h)
+		case mwlib.Handler[mwlib.StatusIn, mwlib.StatusIn]:
+			addTool(srv, c.Store, tl, h)
+		case mwlib.Handler[mwlib.CloseIn, mwlib.CloseIn]:
+			addTool(srv, c.Store, tl, h)
+		case mwlib.Handler[mwlib.BumpIn, mwlib.Counter]:
+			addTool(srv, c.Store, tl, h)
+		default:
+			t.Fatalf("tool %s: a handler of no pair the libraries register: %T", tl.Name, tl.Handler)
+		}
+	}
+	if c.Status != nil {
+		mcpgo.RegisterStatusTool(srv, c.Store, append(slices.Clip(c.Status), userScope)...)
+	}
+	return mcpgoServer{srv}
+}
+
+// userKey is the context key of the user a bearer token stands for.
+type userKey struct{}
+
+// userScope is the scope of a tool without one of its own: the caller's
+// user, "" for none.
+var userScope = mcpgo.Scope(func(ctx context.Context, req mcp.CallToolRequest) string {
+	u, _ := ctx.Value(userKey{}).(string)
+	return u
+})
+
+// addTool registers h as tool tl with mcpgo.AddTool.
+func addTool[In, Out any](srv *server.MCPServer, s idem.Store, tl mwlib.Tool, h mwlib.Handler[In, Out]) {
+	tool := mcp.NewTool(tl.Name, mcp.WithDescription(tl.Description))
+	if tl.InputSchema != nil {
+		tool.RawInputSchema = tl.InputSchema
+	}
+	scope := userScope
+	if tl.Scope != nil {
+		scope = mcpgo.Scope(func(ctx context.Context, req mcp.CallToolRequest) string { return tl.Scope(ctx, request{req}) })
+	}
+	mcpgo.AddTool(srv, tool, s, func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		e, out, err := h(ctx, tx, request{req}, in)
+		if e == nil {
+			return nil, out, err
+		}
+		res := mcp.NewToolResultError(e.Text)
+		if e.Code != "" {
+			res.Meta = &mcp.Meta{AdditionalFields: map[string]any{idem.MetaError: string(e.Code)}}
+		}
+		return res, out, err
+	}, append(slices.Clip(tl.Options), scope)...)
+}
+
+type request struct{ req mcp.CallToolRequest }
+
+func (r request) Meta() map[string]any {
+	if r.req.Params.Meta == nil {
+		return nil
+	}
+	return r.req.Params.Meta.AdditionalFields
+}
+
+func (r request) ResolveTarget(q idem.TargetQuery) (string, error) {
+	q.Queued = q.Queued || mcpgo.Queued(r.req)
+	return idem.ResolveTarget(q)
+}
+
+type mcpgoServer struct{ srv *server.MCPServer }
+
+// Connect connects over streamable HTTP: mcp-go's stdio server keeps one
+// session for the whole process, and the cases run many servers at once.
+func (s mcpgoServer) Connect(t *testing.T, lose string) *gosdk.ClientSession {
+	t.Helper()
+	var h http.Handler = s.streamable(t)
+	if lose != "" {
+		h = &loser{tool: lose, next: h}
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	client := gosdk.NewClient(&gosdk.Implementation{Name: "storetest", Version: "v0"}, nil)
+	cs, err := client.Connect(context.Background(), &gosdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func (s mcpgoServer) HTTP(users map[string]string) http.Handler {
+	h := server.NewStreamableHTTPServer(s.srv, server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+		return context.WithValue(ctx, userKey{}, users[token(r)])
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := users[token(r)]; !ok {
+			http.Error(w, "invalid token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// streamable is s over streamable HTTP, shut down when t ends.
+func (s mcpgoServer) streamable(t *testing.T) *server.StreamableHTTPServer {
+	h := server.NewStreamableHTTPServer(s.srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	})
+	return h
+}
+
+func token(r *http.Request) string {
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
+// loser loses the answer to the first tools/call of tool: the server runs
+// it to the end, then the connection is cut instead of answered.
+type loser struct {
+	tool string
+	next http.Handler
+	lost atomic.Bool
+}
+
+func (l *loser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || l.lost.Load() {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading the request", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != l.tool || !l.lost.CompareAndSwap(false, true) {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	l.next.ServeHTTP(httptest.NewRecorder(), r)
+	panic(http.ErrAbortHandler) // the client sees its connection cut
+}
