@@ -196,9 +196,22 @@ type wireDiff struct {
 }
 
 func (d wireDiff) String() string {
+	// Two long strings are shown from a little before where they part.
+	from := 0
+	if a, ok := d.goSDK.(string); ok {
+		if b, ok := d.mcpGo.(string); ok {
+			for from < min(len(a), len(b)) && a[from] == b[from] {
+				from++
+			}
+			from = max(0, from-40)
+		}
+	}
 	show := func(v any) string {
 		if v == nil {
 			return "(absent)"
+		}
+		if s, ok := v.(string); ok && from > 0 {
+			v = "..." + s[from:]
 		}
 		b, _ := json.Marshal(v)
 		if len(b) > 160 {
