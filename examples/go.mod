@@ -14,6 +14,11 @@ require (
 )
 
 require (
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
+	github.com/spf13/cast v1.7.1 // indirect
+)
+
+require (
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
@@ -46,12 +51,14 @@ require (
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
+	github.com/idemkit/sdk/idem/mcpgo v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/store/dynamo v0.0.0-00010101000000-000000000000 // indirect
 	github.com/idemkit/sdk/store/firestore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/mark3labs/mcp-go v1.2.1
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
@@ -90,3 +97,5 @@ replace github.com/idemkit/sdk/internal/storeurl => ../internal/storeurl
 replace github.com/idemkit/sdk/store/dynamo => ../store/dynamo
 
 replace github.com/idemkit/sdk/store/firestore => ../store/firestore
+
+replace github.com/idemkit/sdk/idem/mcpgo => ../idem/mcpgo

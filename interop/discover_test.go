@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -77,10 +78,27 @@ func TestServerDiscoverAnswer(t *testing.T) {
 	}
 }
 
-// rawPost sends one JSON-RPC request at protocol 2026-07-28 the way the
-// revision asks: the version, capabilities and client identity in _meta,
-// the Mcp-Protocol-Version and Mcp-Method headers, no session.
+// rawPost sends one JSON-RPC request with rawRequest, failing t unless it
+// is answered 200.
 func rawPost(t *testing.T, ctx context.Context, url string, id int, method string, params map[string]any) *http.Response {
+	t.Helper()
+	res, err := http.DefaultClient.Do(rawRequest(t, ctx, url, id, method, params))
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		t.Fatalf("%s: HTTP %s: %s", method, res.Status, b)
+	}
+	return res
+}
+
+// rawRequest is one JSON-RPC request at protocol 2026-07-28 the way the
+// revision asks: the version, capabilities and client identity in _meta,
+// the Mcp-Protocol-Version and Mcp-Method headers (and Mcp-Name for a
+// tools/call), no session. A _meta in params joins the protocol's.
+func rawRequest(t *testing.T, ctx context.Context, url string, id int, method string, params map[string]any) *http.Request {
 	t.Helper()
 	p := map[string]any{"_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    modern,
@@ -88,6 +106,10 @@ func rawPost(t *testing.T, ctx context.Context, url string, id int, method strin
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "idemkit-interop-raw", "version": "0.0.0"},
 	}}
 	for k, v := range params {
+		if own, ok := v.(map[string]any); ok && k == "_meta" {
+			maps.Copy(p["_meta"].(map[string]any), own) // beside the protocol's
+			continue
+		}
 		p[k] = v
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": p})
@@ -99,16 +121,10 @@ func rawPost(t *testing.T, ctx context.Context, url string, id int, method strin
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", modern)
 	req.Header.Set("Mcp-Method", method)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
+	if name, ok := params["name"].(string); ok && method == "tools/call" {
+		req.Header.Set("Mcp-Name", name)
 	}
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		t.Fatalf("%s: HTTP %s: %s", method, res.Status, b)
-	}
-	return res
+	return req
 }
 
 // rawCall sends a request with rawPost and decodes its result into out,

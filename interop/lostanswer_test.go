@@ -37,58 +37,66 @@ const firstAttemptTimeout = 15 * time.Second
 // It also records, for docs/clients.md, what each client library raised
 // when the answer was lost and how often it sent the call (the log).
 func TestLostAnswerThenNewClient(t *testing.T) {
-	opID, _ := firstExpense["op_id"].(string)
-	for _, l := range []loss{lossReset, lossCut} {
-		for _, cl := range lostAnswerClients() {
-			t.Run(string(l)+"/"+cl.name(), func(t *testing.T) {
-				t.Parallel()
-				if _, ok := cl.(nodeClient); ok {
-					needNode(t)
-				}
-				w := newWire(t, startHTTP(t, bins.quickstart, quickstartArgs(t)...))
-				tg := target{transport: "http", url: w.url}
-				w.loseNext("add_expense", l)
-
-				ctx, cancel := context.WithTimeout(testContext(t), firstAttemptTimeout)
-				first, err := cl.run(ctx, tg, plan{Sessions: []session{{Steps: []step{call("write", "add_expense", firstExpense)}}}})
-				cancel()
-				switch o := first["write"]; {
-				case errors.Is(ctx.Err(), context.DeadlineExceeded):
-					t.Logf("%s, %s: no answer after %v; the call reached the server %d times", cl.name(), l, firstAttemptTimeout, w.calls("add_expense"))
-				case err != nil:
-					t.Fatal(err)
-				case o.Error != nil:
-					t.Logf("%s, %s: the client raised %q (code %v); it sent %v", cl.name(), l, o.Error.Message, o.Error.Code, w.sent())
-				default:
-					r := resultOf(t, "write", o)
-					if !r.replayed() {
-						t.Fatalf("the first answer reached the client: the wire did not lose it (%v)", w.sent())
+	for _, qs := range quickstartServers() {
+		for _, l := range []loss{lossReset, lossCut} {
+			for _, cl := range lostAnswerClients() {
+				t.Run(qs.name+"/"+string(l)+"/"+cl.name(), func(t *testing.T) {
+					t.Parallel()
+					if _, ok := cl.(nodeClient); ok {
+						needNode(t)
 					}
-					t.Logf("%s, %s: the client resent the call by itself and got the replay; it sent %v", cl.name(), l, w.sent())
-				}
-				if n := w.calls("add_expense"); n == 0 {
-					t.Fatalf("the write never reached the server")
-				}
-
-				next, err := cl.run(testContext(t), tg, plan{Sessions: []session{{Steps: []step{
-					list("list"),
-					call("status", "get_operation", map[string]any{"tool": "add_expense", "op_id": opID}),
-					call("resend", "add_expense", firstExpense),
-				}}}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				listsTools(t, next["list"], "add_expense", "get_operation")
-				resend := result(t, next, "resend")
-				if resend.IsError || !resend.replayed() {
-					t.Errorf("the resend with the same op id: %s, want the stored answer replayed", resend.raw)
-				}
-				committed(t, next, "status", resend)
-				if got, want := totalOf(t, resend), firstExpense["amount_cents"].(int); got != int64(want) {
-					t.Errorf("total %d after the lost write and its resend, want %d (once)", got, want)
-				}
-				everyErrorHasCode(t, next)
-			})
+					lostAnswerThenNewClient(t, qs.bin, l, cl)
+				})
+			}
 		}
 	}
+}
+
+// lostAnswerThenNewClient is TestLostAnswerThenNewClient against bin, losing
+// the answer as l says, with cl.
+func lostAnswerThenNewClient(t *testing.T, bin string, l loss, cl client) {
+	opID, _ := firstExpense["op_id"].(string)
+	w := newWire(t, startHTTP(t, bin, quickstartArgs(t)...))
+	tg := target{transport: "http", url: w.url}
+	w.loseNext("add_expense", l)
+
+	ctx, cancel := context.WithTimeout(testContext(t), firstAttemptTimeout)
+	first, err := cl.run(ctx, tg, plan{Sessions: []session{{Steps: []step{call("write", "add_expense", firstExpense)}}}})
+	cancel()
+	switch o := first["write"]; {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		t.Logf("%s, %s: no answer after %v; the call reached the server %d times", cl.name(), l, firstAttemptTimeout, w.calls("add_expense"))
+	case err != nil:
+		t.Fatal(err)
+	case o.Error != nil:
+		t.Logf("%s, %s: the client raised %q (code %v); it sent %v", cl.name(), l, o.Error.Message, o.Error.Code, w.sent())
+	default:
+		r := resultOf(t, "write", o)
+		if !r.replayed() {
+			t.Fatalf("the first answer reached the client: the wire did not lose it (%v)", w.sent())
+		}
+		t.Logf("%s, %s: the client resent the call by itself and got the replay; it sent %v", cl.name(), l, w.sent())
+	}
+	if n := w.calls("add_expense"); n == 0 {
+		t.Fatalf("the write never reached the server")
+	}
+
+	next, err := cl.run(testContext(t), tg, plan{Sessions: []session{{Steps: []step{
+		list("list"),
+		call("status", "get_operation", map[string]any{"tool": "add_expense", "op_id": opID}),
+		call("resend", "add_expense", firstExpense),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listsTools(t, next["list"], "add_expense", "get_operation")
+	resend := result(t, next, "resend")
+	if resend.IsError || !resend.replayed() {
+		t.Errorf("the resend with the same op id: %s, want the stored answer replayed", resend.raw)
+	}
+	committed(t, next, "status", resend)
+	if got, want := totalOf(t, resend), firstExpense["amount_cents"].(int); got != int64(want) {
+		t.Errorf("total %d after the lost write and its resend, want %d (once)", got, want)
+	}
+	everyErrorHasCode(t, next)
 }

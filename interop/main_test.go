@@ -16,10 +16,11 @@ import (
 
 // bins holds the server binaries TestMain builds once.
 var bins struct {
-	quickstart string
-	types      string
-	focus      string
-	stories    string
+	quickstart      string
+	quickstartMCPGo string // the quickstart on mcp-go
+	types           string
+	focus           string
+	stories         string
 }
 
 func TestMain(m *testing.M) {
@@ -34,10 +35,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bins.quickstart = filepath.Join(dir, "quickstart")
+	bins.quickstartMCPGo = filepath.Join(dir, "quickstart-mcpgo")
 	bins.types = filepath.Join(dir, "typesserver")
 	bins.focus = filepath.Join(dir, "focus")
 	bins.stories = filepath.Join(dir, "stories")
-	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.types: "./typesserver",
+	builds := map[string]string{bins.quickstart: "../examples/quickstart", bins.quickstartMCPGo: "../examples/quickstart-mcpgo", bins.types: "./typesserver",
 		bins.focus: "../examples/focus", bins.stories: "../examples/stories"}
 	if err := testenv.Build(builds); err != nil {
 		fmt.Fprintln(os.Stderr, err)

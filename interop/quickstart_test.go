@@ -188,13 +188,31 @@ var quickstartChecks = []check{
 	{"every_error_has_code", everyErrorHasCode},
 }
 
-// TestQuickstart runs every scenario against examples/quickstart with each
-// client over each transport.
+// TestQuickstart runs every scenario against the quickstart on each MCP
+// library with each client over each transport.
 func TestQuickstart(t *testing.T) {
-	runMatrix(t, bins.quickstart, quickstartPlan(), quickstartChecks, quickstartArgs)
+	for _, qs := range quickstartServers() {
+		t.Run(qs.name, func(t *testing.T) {
+			runMatrix(t, qs.bin, quickstartPlan(), quickstartChecks, quickstartArgs)
+		})
+	}
 }
 
-// quickstartArgs are the quickstart's flags for a fresh database.
+// A quickstartServer is the quickstart on one MCP library.
+type quickstartServer struct {
+	name string // the library
+	bin  string
+}
+
+// quickstartServers are examples/quickstart (go-sdk) and
+// examples/quickstart-mcpgo (mcp-go): the quickstart's checks, and the
+// agent-facing ones, run against both.
+func quickstartServers() []quickstartServer {
+	return []quickstartServer{{"go-sdk", bins.quickstart}, {"mcp-go", bins.quickstartMCPGo}}
+}
+
+// quickstartArgs are the quickstart's flags for a fresh database (both
+// quickstarts take -db).
 func quickstartArgs(t *testing.T) []string { return []string{"-db", t.TempDir() + "/q.db"} }
 
 // matrixClients returns the clients for transport: the TypeScript SDK

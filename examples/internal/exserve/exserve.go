@@ -1,7 +1,9 @@
 // Package exserve runs the example servers: their shared flags, their log
 // format, the store they run on, stdio or streamable HTTP with bearer-token
 // users and limits that keep one user's flood from stalling another's
-// calls, and a clean shutdown on SIGINT or SIGTERM.
+// calls, and a clean shutdown on SIGINT or SIGTERM. Only [Run], [Handler]
+// and [Limits.Handler] take a go-sdk server; the rest serves a server of
+// any MCP library ([RunServer], [Limits.Endpoint]).
 package exserve
 
 import (
@@ -33,9 +35,21 @@ func Logger(w io.Writer, server string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil)).With("server", server)
 }
 
+// User returns the user whose bearer token the request of ctx carried (an
+// HTTP request's context, behind the check of [Limits.Endpoint]), or ""
+// without -user. A server on another MCP library reads it there to scope
+// its calls.
+func User(ctx context.Context) string {
+	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
 // require answers 401 to a request without a bearer token of u, with the
 // WWW-Authenticate challenge RFC 6750 asks for, and hands the others to
-// next with their user in the context, where the go-sdk reads it.
+// next with their user in the context, where the go-sdk reads it (and
+// [User]).
 func (u Users) require(next http.Handler) http.Handler {
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		id, ok := u[token]
@@ -129,15 +143,34 @@ func EndpointURL(a net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port) + Path
 }
 
-// Run serves srv as f says until ctx is done: over stdio, or over HTTP on
-// f.HTTP with f's users and limits, logging the URL once the port is bound.
+// A Server is an MCP server of any MCP library, as [RunServer] runs it.
+type Server struct {
+	// Stdio serves stdin and stdout until ctx is done or the client
+	// closes stdin.
+	Stdio func(ctx context.Context) error
+	// HTTP is its streamable HTTP handler, stateless; RunServer puts it
+	// behind the users and limits at Path.
+	HTTP http.Handler
+}
+
+// Run serves the go-sdk server srv as f says; see [RunServer].
 func Run(ctx context.Context, stop func(), log *slog.Logger, srv *mcp.Server, f *Flags) error {
+	return RunServer(ctx, stop, log, Server{
+		Stdio: func(ctx context.Context) error { return srv.Run(ctx, &mcp.StdioTransport{}) },
+		HTTP:  goSDKHandler(srv),
+	}, f)
+}
+
+// RunServer serves s as f says until ctx is done: over stdio, or over HTTP
+// on f.HTTP with f's users and limits, logging the URL once the port is
+// bound.
+func RunServer(ctx context.Context, stop func(), log *slog.Logger, s Server, f *Flags) error {
 	if f.HTTP == "" {
 		if len(f.Users) > 0 {
 			return errors.New("-user needs -http: stdio has no bearer tokens")
 		}
 		log.Info("MCP over stdio (-http ADDR serves streamable HTTP)")
-		err := srv.Run(ctx, &mcp.StdioTransport{})
+		err := s.Stdio(ctx)
 		if ctx.Err() != nil {
 			return nil // interrupted: a clean shutdown
 		}
@@ -152,5 +185,5 @@ func Run(ctx context.Context, stop func(), log *slog.Logger, srv *mcp.Server, f 
 	log.Info("MCP over streamable HTTP", "url", EndpointURL(ln.Addr()), "users", len(f.Users),
 		"max_body", l.MaxBody, "max_batch", l.MaxBatch, "max_calls", l.MaxCallsPerUser,
 		"read_timeout", l.ReadTimeout, "write_timeout", l.WriteTimeout, "idle_timeout", l.IdleTimeout)
-	return l.Serve(ctx, stop, log, l.Handler(srv, f.Users), ln)
+	return l.Serve(ctx, stop, log, l.Endpoint(s.HTTP, f.Users), ln)
 }

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -92,9 +91,27 @@ func (l Limits) Handler(srv *mcp.Server, users Users) http.Handler {
 
 // handler is Handler, with the gate that counts each user's calls.
 func (l Limits) handler(srv *mcp.Server, users Users) (http.Handler, *gate) {
+	return l.endpoint(goSDKHandler(srv), users)
+}
+
+// goSDKHandler is the go-sdk's stateless streamable HTTP handler of srv.
+func goSDKHandler(srv *mcp.Server) http.Handler {
 	// bodies reads the body first, so it applies the go-sdk's limit too.
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: -1})
+}
+
+// Endpoint returns mcpHandler, the streamable HTTP handler of a server of
+// any MCP library, at Path, behind a bearer-token check when users are
+// given (the handler finds the caller's user with [User]), with l's limits
+// on bodies, batches and each user's calls.
+func (l Limits) Endpoint(mcpHandler http.Handler, users Users) http.Handler {
+	h, _ := l.endpoint(mcpHandler, users)
+	return h
+}
+
+// endpoint is Endpoint, with the gate that counts each user's calls.
+func (l Limits) endpoint(h http.Handler, users Users) (http.Handler, *gate) {
 	g := &gate{max: l.MaxCallsPerUser, users: map[string]*slots{}}
 	h = l.bodies(g, h)
 	if len(users) > 0 {
@@ -152,10 +169,7 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		user := ""
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			user = ti.UserID
-		}
+		user := User(r.Context())
 		if !g.acquire(r.Context(), user, n) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, fmt.Sprintf("429 too many calls of this user in progress: at most %d at once and as many waiting (the server's -max-calls); retry once one is answered", g.max), http.StatusTooManyRequests)
