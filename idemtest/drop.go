@@ -9,6 +9,9 @@
 //	cs, _ = idemtest.Connect(ctx, srv, nil) // reconnect, as a client would
 //	res, _ := cs.CallTool(ctx, params)      // must not write twice
 //
+// Over HTTP, whichever library serves it, an [HTTPDropper] in front of the
+// server's handler loses the answers it is armed for the same way.
+//
 // DropAndRetry does those steps in one call, SendTwice sends a call twice on
 // one connection, and SameAnswer compares two answers as a caller reads them.
 // AllOrders sends a set of calls in every order, and Concurrently sends

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
 )
 
 // demoNow is the server's clock in the demo: 16:40, when the phone that
@@ -31,7 +30,7 @@ type demo struct {
 	ctx  context.Context
 	url  string
 	hc   *http.Client
-	loss *lossy
+	loss *idemtest.HTTPDropper
 	f    *focus
 	tw   *tabwriter.Writer
 	n    int
@@ -40,7 +39,7 @@ type demo struct {
 // runDemo runs the scripted client on store s and writes the table to w.
 func runDemo(ctx context.Context, s idem.Store, w io.Writer) error {
 	srv, f := newFocus(s, Config{Now: func() time.Time { return demoNow }})
-	loss := &lossy{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
+	loss := &idemtest.HTTPDropper{Next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
 	hs := httptest.NewServer(loss)
 	defer hs.Close()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -86,70 +85,6 @@ func runDemo(ctx context.Context, s idem.Store, w io.Writer) error {
 func (d *demo) connect() (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "focus-demo", Version: "v0"}, nil)
 	return c.Connect(d.ctx, &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.hc}, nil)
-}
-
-// lossy serves MCP over HTTP and, once armed with a tool, loses the
-// answer to that tool's next call after the handler committed: it resets
-// the connection instead of answering, as a proxy or a network that drops
-// does.
-type lossy struct {
-	next http.Handler
-
-	mu      sync.Mutex // guards tool and dropped
-	tool    string
-	dropped int
-}
-
-// arm makes the next call of tool lose its answer.
-func (l *lossy) arm(tool string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.tool = tool
-}
-
-// Dropped reports how many answers were lost.
-func (l *lossy) Dropped() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped
-}
-
-func (l *lossy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		http.Error(w, "cannot read the request", http.StatusBadRequest)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(body, &msg)
-	l.mu.Lock()
-	drop := msg.Method == "tools/call" && l.tool != "" && msg.Params.Name == l.tool
-	if drop {
-		l.tool = ""
-	}
-	l.mu.Unlock()
-	if !drop {
-		l.next.ServeHTTP(w, r)
-		return
-	}
-	l.next.ServeHTTP(httptest.NewRecorder(), r) // the call runs and commits; its answer stays here
-	l.mu.Lock()
-	l.dropped++
-	l.mu.Unlock()
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	if tcp, ok := conn.(*net.TCPConn); ok {
-		_ = tcp.SetLinger(0) // a reset, not a clean close
-	}
-	conn.Close()
 }
 
 // call sends one call on cs and prints its line; dropped says the answer
@@ -269,7 +204,7 @@ func (d *demo) dropped() error {
 			return err
 		}
 		lost := d.loss.Dropped()
-		d.loss.arm(c.tool)
+		d.loss.Arm(c.tool)
 		_, _ = d.call(cs, c.label, "1st, answer lost", c.tool, c.args)
 		cs.Close()
 		if d.loss.Dropped() != lost+1 {

@@ -89,11 +89,11 @@ func (h *harness) owned(keys []idem.Key) []idem.Key {
 }
 
 // overHTTP serves h's server over streamable HTTP on loopback, stateless
-// as -http serves it, behind a lossy handler whose arm makes the next call
+// as -http serves it, behind an HTTPDropper whose Arm makes the next call
 // of a tool lose its answer after the commit.
-func (h *harness) overHTTP() *lossy {
+func (h *harness) overHTTP() *idemtest.HTTPDropper {
 	h.t.Helper()
-	l := &lossy{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
+	l := &idemtest.HTTPDropper{Next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
 	hs := httptest.NewServer(l)
 	h.t.Cleanup(hs.Close)
 	h.url = hs.URL

@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/storeurl/storeurltest"
 )
 
@@ -114,10 +115,10 @@ func TestModelRetryOverHTTP(t *testing.T) {
 }
 
 // loseAnswer sends a call whose answer is lost after the commit.
-func (h *harness) loseAnswer(loss *lossy, tool string, args map[string]any) {
+func (h *harness) loseAnswer(loss *idemtest.HTTPDropper, tool string, args map[string]any) {
 	h.t.Helper()
 	lost := loss.Dropped()
-	loss.arm(tool)
+	loss.Arm(tool)
 	cs := h.connectHTTP()
 	if _, err := cs.CallTool(h.ctx, &mcp.CallToolParams{Name: tool, Arguments: args}); err == nil || loss.Dropped() != lost+1 {
 		h.t.Fatalf("the first answer was not lost: %v", err)

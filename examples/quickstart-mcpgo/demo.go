@@ -1,23 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
 )
 
 // runDemo plays an app whose first response is lost, as the quickstart's
@@ -29,19 +24,22 @@ import (
 func runDemo(ctx context.Context, srv *server.MCPServer, s idem.Store, w io.Writer) error {
 	opID := "demo-" + rand.Text()[:10]
 	args := map[string]any{"amount_cents": 1250, "note": "lunch", "op_id": opID}
-	d := &dropper{next: server.NewStreamableHTTPServer(srv, server.WithStateLess(true)), tool: "add_expense"}
-	cl, err := connect(ctx, d)
+	d := &idemtest.HTTPDropper{Next: server.NewStreamableHTTPServer(srv, server.WithStateLess(true))}
+	hs := httptest.NewServer(d) // on loopback, as -http serves it
+	defer hs.Close()
+	d.Arm("add_expense")
+	cl, err := connect(ctx, hs.URL+"/mcp")
 	if err != nil {
 		return err
 	}
 	_, err = cl.CallTool(ctx, callOf("add_expense", args))
 	cl.Close()
-	if err == nil || d.count() != 1 {
+	if err == nil || d.Dropped() != 1 {
 		return fmt.Errorf("demo: the first response was not lost (%v)", err)
 	}
 	fmt.Fprintf(w, "1. add_expense %s -> no answer: the server committed the expense, then the connection closed before the response arrived. The app cannot tell whether it was saved.\n", jsonOf(args, ""))
 
-	cl, err = connect(ctx, d) // reconnect, as the app would
+	cl, err = connect(ctx, hs.URL+"/mcp") // reconnect, as the app would
 	if err != nil {
 		return err
 	}
@@ -103,10 +101,9 @@ func callOf(tool string, args map[string]any) mcp.CallToolRequest {
 	return req
 }
 
-// connect starts and initializes an mcp-go client whose HTTP requests d
-// serves in this process.
-func connect(ctx context.Context, d *dropper) (*client.Client, error) {
-	cl, err := client.NewStreamableHttpClient("http://quickstart.demo/mcp", transport.WithHTTPBasicClient(&http.Client{Transport: d}))
+// connect starts and initializes an mcp-go client of the server at url.
+func connect(ctx context.Context, url string) (*client.Client, error) {
+	cl, err := client.NewStreamableHttpClient(url)
 	if err != nil {
 		return nil, err
 	}
@@ -120,58 +117,4 @@ func connect(ctx context.Context, d *dropper) (*client.Client, error) {
 		return nil, err
 	}
 	return cl, nil
-}
-
-// dropper carries a client's HTTP requests to the server's handler in this
-// process, and loses the answer to the first call of tool after the server
-// has answered it (so after its commit), as a connection that closes would.
-type dropper struct {
-	next http.Handler
-	tool string
-
-	mu      sync.Mutex
-	dropped int // guarded by mu
-}
-
-func (d *dropper) RoundTrip(r *http.Request) (*http.Response, error) {
-	var body []byte
-	if r.Body != nil {
-		var err error
-		if body, err = io.ReadAll(r.Body); err != nil {
-			return nil, err
-		}
-		r.Body.Close()
-	}
-	in := r.Clone(r.Context())
-	in.Body = io.NopCloser(bytes.NewReader(body))
-	rec := httptest.NewRecorder()
-	d.next.ServeHTTP(rec, in)
-	if d.lose(body) {
-		return nil, errors.New("connection closed before the response arrived")
-	}
-	return rec.Result(), nil
-}
-
-// lose reports whether the answer to body is the one to lose.
-func (d *dropper) lose(body []byte) bool {
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != d.tool {
-		return false
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.dropped++
-	return d.dropped == 1
-}
-
-// count returns how many answers to calls of tool were looked at.
-func (d *dropper) count() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.dropped
 }

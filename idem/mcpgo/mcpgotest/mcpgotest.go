@@ -15,15 +15,11 @@
 package mcpgotest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +29,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/mcpgo"
+	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/store/storetest"
 )
@@ -139,7 +136,9 @@ func (s mcpgoServer) Connect(t *testing.T, lose string) *gosdk.ClientSession {
 	t.Helper()
 	var h http.Handler = s.streamable(t)
 	if lose != "" {
-		h = &loser{tool: lose, next: h}
+		d := &idemtest.HTTPDropper{Next: h}
+		d.Arm(lose)
+		h = d
 	}
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
@@ -178,37 +177,4 @@ func (s mcpgoServer) streamable(t *testing.T) *server.StreamableHTTPServer {
 
 func token(r *http.Request) string {
 	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-}
-
-// loser loses the answer to the first tools/call of tool: the server runs
-// it to the end, then the connection is cut instead of answered.
-type loser struct {
-	tool string
-	next http.Handler
-	lost atomic.Bool
-}
-
-func (l *loser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || l.lost.Load() {
-		l.next.ServeHTTP(w, r)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, "reading the request", http.StatusBadRequest)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != l.tool || !l.lost.CompareAndSwap(false, true) {
-		l.next.ServeHTTP(w, r)
-		return
-	}
-	l.next.ServeHTTP(httptest.NewRecorder(), r)
-	panic(http.ErrAbortHandler) // the client sees its connection cut
 }
