@@ -12,11 +12,9 @@ import (
 
 type empty struct{}
 
-// The Dropper loses exactly Count responses of the named tool, after the
-// handler ran, and lets other tools and later calls through.
-func TestDropperLosesOnlyWhatItIsTold(t *testing.T) {
-	ctx := context.Background()
-	var runs atomic.Int64
+// writeReadServer serves the tools write and read, which count their runs.
+func writeReadServer() (*mcp.Server, *atomic.Int64) {
+	runs := new(atomic.Int64)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	for _, name := range []string{"write", "read"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, in empty) (*mcp.CallToolResult, any, error) {
@@ -24,6 +22,14 @@ func TestDropperLosesOnlyWhatItIsTold(t *testing.T) {
 			return nil, nil, nil
 		})
 	}
+	return srv, runs
+}
+
+// The Dropper loses exactly Count responses of the named tool, after the
+// handler ran, and lets other tools and later calls through.
+func TestDropperLosesOnlyWhatItIsTold(t *testing.T) {
+	ctx := context.Background()
+	srv, runs := writeReadServer()
 	d := &idemtest.Dropper{Tool: "write", Count: 2}
 	call := func(name string) error {
 		cs, err := idemtest.Connect(ctx, srv, d.Wrap)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,14 +15,7 @@ import (
 // the handler ran, and lets other tools and later calls through.
 func TestHTTPDropperLosesOnlyWhatItIsArmedFor(t *testing.T) {
 	ctx := context.Background()
-	var runs atomic.Int64
-	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-	for _, name := range []string{"write", "read"} {
-		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, in empty) (*mcp.CallToolResult, any, error) {
-			runs.Add(1)
-			return nil, nil, nil
-		})
-	}
+	srv, runs := writeReadServer()
 	d := &idemtest.HTTPDropper{Next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})}
 	hs := httptest.NewServer(d)
 	defer hs.Close()

@@ -42,6 +42,17 @@ type holding struct {
 	release chan struct{}
 }
 
+// releaseAfter releases the held calls d after the first one entered.
+func (h *holding) releaseAfter(d time.Duration) {
+	go func() {
+		for h.entered.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(d)
+		close(h.release)
+	}()
+}
+
 // holdingServer is testServer with the tool hold as well.
 func holdingServer(t testing.TB) (*mcp.Server, *atomic.Int64, *holding) {
 	t.Helper()

@@ -179,13 +179,7 @@ func TestLongCallOutlivesReadTimeout(t *testing.T) {
 	lim := testLimits()
 	lim.ReadTimeout = 200 * time.Millisecond
 	url := startServer(t, srv, lim)
-	go func() {
-		for h.entered.Load() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(4 * lim.ReadTimeout)
-		close(h.release)
-	}()
+	h.releaseAfter(4 * lim.ReadTimeout)
 	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "hold", "long"))
 	if err != nil || code != http.StatusOK || !bytes.Contains(ans, []byte(`"long"`)) {
 		t.Fatalf("a call of 4 read timeouts: %d %v %.300s", code, err, ans)
@@ -199,13 +193,7 @@ func TestWriteTimeoutCutsAnswer(t *testing.T) {
 	lim := testLimits()
 	lim.WriteTimeout = 300 * time.Millisecond
 	url := startServer(t, srv, lim)
-	go func() {
-		for h.entered.Load() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(4 * lim.WriteTimeout)
-		close(h.release)
-	}()
+	h.releaseAfter(4 * lim.WriteTimeout)
 	_, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "hold", "late"))
 	if err == nil && bytes.Contains(ans, []byte(`"late"`)) {
 		t.Fatalf("an answer 4 write timeouts late arrived: %.300s", ans)
