@@ -244,3 +244,18 @@ func TestStatusRefusalTable(t *testing.T) {
 	}
 	checkPageTable(t, "StatusRefusalTable", table.String())
 }
+
+// A lookup get_operation refuses is reported like any other call: one
+// Observe event (and log record, span and count) with its code.
+func TestStatusRefusalIsReported(t *testing.T) {
+	var events []idem.Event
+	h := idem.StatusHandler(memory.New(nil), idem.Observe(func(_ context.Context, e idem.Event) { events = append(events, e) }))
+	res, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+		Name: idem.StatusToolName, Arguments: json.RawMessage(`{"tool":"add"}`)}})
+	if err != nil || !res.IsError {
+		t.Fatalf("a lookup without an op id: %v %s, want refused", err, mustJSON(res))
+	}
+	if len(events) != 1 || events[0].Outcome != idem.OutcomeRefused || events[0].Code != idem.CodeInvalidOpID {
+		t.Fatalf("events %+v, want one refused with invalid_op_id", events)
+	}
+}

@@ -147,10 +147,7 @@ func published(t *mcp.Tool, def ToolDef) *mcp.Tool {
 	tt.Annotations = &ann
 	tt.Description, tt.Meta = def.Description, def.Meta
 	tt.InputSchema = def.InputSchema
-	tt.OutputSchema = nil
-	if def.OutputSchema != nil {
-		tt.OutputSchema = def.OutputSchema
-	}
+	tt.OutputSchema = def.OutputSchema
 	return &tt
 }
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,10 +27,13 @@ type tool[In, Out any] struct {
 	s          Store
 	h          WrappedHandler[In, Out]
 	readResult func(json.RawMessage) (any, error) // a stored result, into the library's type
-	in         *inputCheck
-	out        output
-	fl         *flights
-	recent     *recentOps
+	// pre, when set, refuses a call before the checks, in the tool's own
+	// words (get_operation's lookups).
+	pre    func(ctx context.Context, c *Call) *Error
+	in     *inputCheck
+	out    output
+	fl     *flights
+	recent *recentOps
 }
 
 // output says how a handler's Out becomes structured content.
@@ -90,13 +92,20 @@ func (a *answer) errorCode() Code {
 //     a record found on the way as a replay (replay); settle a commit of
 //     unknown outcome (unknown); answer the handler's result (finish).
 func (t *tool[In, Out]) call(ctx context.Context, o *op, c *Call) (*answer, *Error) {
+	if t.pre != nil {
+		if refused := t.pre(ctx, c); refused != nil {
+			return nil, refused
+		}
+	}
 	in, opID, refused := t.check(c)
 	if refused != nil {
 		return nil, refused
 	}
 	if opID == "" {
-		if t.c.requireScope && t.c.scope(ctx, c) == "" {
-			return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
+		if t.c.requireScope {
+			if o.scope = t.c.scope(ctx, c); o.scope == "" {
+				return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
+			}
 		}
 		return t.runPlain(ctx, o, c, in)
 	}
@@ -620,26 +629,20 @@ func validUTF8String(raw json.RawMessage) bool {
 			i++ // a one-letter escape
 			continue
 		}
-		r := hexRune(raw[i+2 : i+6])
+		r, _ := hex4(raw[i+2 : i+6])
 		i += 5
 		if utf16.IsSurrogate(r) {
 			// Only a high surrogate followed by an escaped low one is a rune.
 			if r >= 0xDC00 || i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
 				return false
 			}
-			if lo := hexRune(raw[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+			if lo, _ := hex4(raw[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
 				return false
 			}
 			i += 6
 		}
 	}
 	return true
-}
-
-// hexRune returns the value of the four hex digits h.
-func hexRune(h []byte) rune {
-	n, _ := strconv.ParseUint(string(h), 16, 16)
-	return rune(n)
 }
 
 // runTx runs fn in a transaction of s with AfterCommit hooks: each attempt

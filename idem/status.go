@@ -76,12 +76,8 @@ func statusTool(s Store, decode func(json.RawMessage) (any, error), opts ...Opti
 	if err != nil {
 		return nil, fmt.Errorf("idem: %s: %w", statusToolName, err)
 	}
-	return &Wrapped{Def: t.def, Call: func(ctx context.Context, call *Call) Answer {
-		if refused := checkLookup(ctx, c, call); refused != nil {
-			return refusal(refused)
-		}
-		return t.serve(ctx, call)
-	}}, nil
+	t.pre = func(ctx context.Context, call *Call) *Error { return checkLookup(ctx, c, call) }
+	return &Wrapped{Def: t.def, Call: t.serve}, nil
 }
 
 // What get_operation's refusals say: what a lookup needs, never a value the

@@ -122,13 +122,9 @@ func goSDKHandler(s idem.Store, h AddNote, opts ...idem.Option) mcp.ToolHandler 
 	return handle
 }
 
-// benchTool is one wrapped handler (one process's) on s; its runs count the
-// handler's executions, committed or not, and made holds the ids of the
-// notes each text's runs created.
+// benchTool is one wrapped handler (one process's) on s.
 type benchTool struct {
 	call1 Caller
-	runs  *atomic.Int64
-	made  *notesMade // nil, or where the runs' note ids are kept
 }
 
 // notesMade holds the ids of the notes the handler's runs created, by
@@ -146,7 +142,7 @@ const benchWarmups = 10
 // newBenchTool wraps the note-creating handler on s with adapt; made, when
 // not nil, collects the ids of the notes it creates by their text.
 func newBenchTool(s idem.Store, adapt Adapter, runs *atomic.Int64, made *notesMade) benchTool {
-	return benchTool{call1: adapt(s, addNote(runs, made), idem.RequireOpID()), runs: runs, made: made}
+	return benchTool{call1: adapt(s, addNote(runs, made), idem.RequireOpID())}
 }
 
 // addNote is the handler that creates a note under a server-made id;
