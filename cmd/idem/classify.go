@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemkit/sdk/idem"
 )
 
 // A class says whether a client may send a tool's call again after a lost
@@ -78,7 +80,7 @@ type rawTool struct {
 // (idem.ForApps: "io.idemkit/callers": "apps").
 func forApps(t rawTool) bool {
 	var callers string
-	return json.Unmarshal(t.Meta["io.idemkit/callers"], &callers) == nil && callers == "apps"
+	return json.Unmarshal(t.Meta[idem.MetaCallers], &callers) == nil && callers == "apps"
 }
 
 const (

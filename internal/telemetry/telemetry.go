@@ -6,7 +6,8 @@ package telemetry
 
 import (
 	"context"
-	"sync"
+	"reflect"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -61,10 +62,30 @@ const (
 // conventions advise for mcp.server.operation.duration.
 var DurationBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 
-// sweep holds the sweep counters, made once from the global meter provider
-// (a later otel.SetMeterProvider still reaches them: the global provider
-// delegates).
-var sweep = sync.OnceValue(func() sweepInstruments { return newSweepInstruments(otel.GetMeterProvider()) })
+// sweepCache holds the sweep counters and the global meter provider they
+// were made from. otel's global provider delegates only to the first
+// provider set after it, so the counters are made again when
+// otel.GetMeterProvider returns another one.
+var sweepCache atomic.Pointer[sweepCounters]
+
+type sweepCounters struct {
+	mp metric.MeterProvider
+	in sweepInstruments
+}
+
+// sweep returns the sweep counters of the current global meter provider.
+func sweep() sweepInstruments {
+	mp := otel.GetMeterProvider()
+	if !reflect.TypeOf(mp).Comparable() { // == would panic; a rare provider type
+		return newSweepInstruments(mp)
+	}
+	if c := sweepCache.Load(); c != nil && c.mp == mp {
+		return c.in
+	}
+	c := &sweepCounters{mp: mp, in: newSweepInstruments(mp)}
+	sweepCache.Store(c)
+	return c.in
+}
 
 type sweepInstruments struct {
 	deleted metric.Int64Counter

@@ -82,11 +82,7 @@ func putExpiring(t *testing.T, s idem.Store, clock *Clock, n int) {
 
 func sweepNow(t *testing.T, s idem.Store) int {
 	t.Helper()
-	sw, ok := s.(backend.Sweeper)
-	if !ok {
-		t.Fatalf("%T is no backend.Sweeper", s)
-	}
-	n, err := sw.Sweep(t.Context(), 100)
+	n, err := capability[backend.Sweeper](t, s).Sweep(t.Context(), 100)
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}

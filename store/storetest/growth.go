@@ -3,8 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/testenv"
 )
 
 // GrowthCalls is how many first calls the growth run of docs/sweep.md
@@ -23,14 +22,7 @@ const GrowthCalls = 300
 // run of the figures in docs/sweep.md).
 func GrowthLabel(t testing.TB) int {
 	t.Helper()
-	if v := os.Getenv("IDEMKIT_GROWTH_LABEL"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("IDEMKIT_GROWTH_LABEL=%q: want a positive number of bytes", v)
-		}
-		return n
-	}
-	return 64 << 10
+	return testenv.Count(t, "IDEMKIT_GROWTH_LABEL", 64<<10)
 }
 
 type labelIn struct {
