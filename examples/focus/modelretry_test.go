@@ -179,7 +179,7 @@ func TestLogOverlap(t *testing.T) {
 		if res.IsError == c.ok {
 			t.Errorf("%s at %s for %d min: isError %v, want %v: %s", c.id, c.startedAt, c.minutes, res.IsError, !c.ok, text(res))
 		}
-		if !c.ok && (codeOf(res) != string(idem.CodeNotSaved) || h.doc(k(colLogs, "other")) != "") {
+		if !c.ok && (codeOf(res) != string(idem.CodeNotSaved) || h.doc(k(colLogs, c.id)) != "") {
 			t.Errorf("%s: code %q, want not_saved and nothing written", c.id, codeOf(res))
 		}
 	}

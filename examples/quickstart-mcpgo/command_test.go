@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,7 +190,7 @@ func TestHTTPShutsDownOnSIGTERM(t *testing.T) {
 	if _, err := cl.CallTool(context.Background(), callOf("set_budget", map[string]any{"month": "2026-11", "amount_cents": 100})); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
@@ -197,9 +198,9 @@ func TestHTTPShutsDownOnSIGTERM(t *testing.T) {
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Fatalf("exit after SIGINT: %v", err)
+			t.Fatalf("exit after SIGTERM: %v", err)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("still running 15 s after SIGINT")
+		t.Fatal("still running 15 s after SIGTERM")
 	}
 }

@@ -81,16 +81,18 @@ func TestFlagsRefuse(t *testing.T) {
 		{"-demo", "-http", ":1"},
 		{"-demo", "-stdio"},
 		{"-user", "sekrit=alice"},
+		{"-http", ":1", "-user", "sekrit"},
+		{"-http", ":1", "-user", "sekrit="},
 		{"-http", ":1", "-max-batch", "17", "-max-calls", "16"},
 		{"-http", ":1", "-max-body", "-1"},
 		{"-http", ":1", "-idle-timeout", "-1s"},
 		{"-http", ":1", "sekrit"},
 	} {
-		_, _, err := parse(args...)
+		_, out, err := parse(args...)
 		if err == nil {
 			t.Errorf("%q accepted", args)
-		} else if strings.Contains(err.Error(), "sekrit") {
-			t.Errorf("%q: the error repeats a value: %v", args, err)
+		} else if strings.Contains(err.Error()+out, "sekrit") {
+			t.Errorf("%q: the error repeats a value: %v %s", args, err, out)
 		}
 	}
 }

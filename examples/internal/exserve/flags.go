@@ -31,6 +31,7 @@ type Flags struct {
 
 	defaultStore string
 	storeGiven   bool
+	userErr      error // a -user value that is not TOKEN=ID: returned by Parse
 }
 
 // FlagSet returns the flag set of the command name with the shared flags
@@ -55,7 +56,14 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 	fs.StringVar(&f.HTTP, "http", "", "serve streamable HTTP on this address at "+Path+" (127.0.0.1:0 picks a free port); default stdio")
 	fs.BoolVar(&f.Stdio, "stdio", false, "serve on stdin/stdout (the default without -http)")
 	fs.BoolVar(&f.Demo, "demo", false, "run a scripted client against the server in this process and print what each call did (on a fresh temporary store unless -store is given)")
-	fs.Var(f.Users, "user", "with -http: accept bearer TOKEN for user ID, as TOKEN=ID (repeat for more users); each user's records are their own")
+	// Not fs.Var: the flag package would print a refused value, the token,
+	// in its error.
+	fs.Func("user", "with -http: accept bearer TOKEN for user ID, as TOKEN=ID (repeat for more users); each user's records are their own", func(v string) error {
+		if err := f.Users.Set(v); err != nil && f.userErr == nil {
+			f.userErr = fmt.Errorf("-user: %w", err)
+		}
+		return nil
+	})
 	fs.BoolVar(&f.NoSweep, "no-sweep", false, "do not sweep expired op records in the background (memory, SQLite, PostgreSQL), for a deployment where one separate process sweeps")
 	fs.BoolVar(&f.Telemetry, "telemetry", false, "print every span and, each minute and at exit, the metrics idemkit records to the log (docs/observability.md)")
 	l := &f.Limits
@@ -73,6 +81,9 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.userErr != nil {
+		return f.userErr
 	}
 	fs.Visit(func(fl *flag.Flag) { f.storeGiven = f.storeGiven || fl.Name == "store" })
 	f.storeGiven = f.storeGiven || f.Store != f.defaultStore // set through an example's own flag

@@ -159,6 +159,11 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d in one request (the server's -max-batch); send them one per request", n, l.MaxBatch), http.StatusBadRequest)
 			return
 		}
+		if l.MaxCallsPerUser > 0 && n > l.MaxCallsPerUser {
+			// Never admitted by the per-user gate, so 429 would be retried in vain.
+			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d at once (the server's -max-calls); send fewer in one request", n, l.MaxCallsPerUser), http.StatusBadRequest)
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		if method == "subscriptions/listen" {
 			// A subscriptions/listen stream (protocol 2026-07-28) stays

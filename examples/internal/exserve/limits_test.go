@@ -70,6 +70,23 @@ func TestBatchLimit(t *testing.T) {
 	}
 }
 
+// Without a batch limit, a batch larger than MaxCallsPerUser, which the
+// per-user gate could never admit, is refused with 400, not a 429 that
+// would be retried in vain.
+func TestBatchAboveCallsPerUser(t *testing.T) {
+	srv, runs := testServer(t)
+	lim := testLimits()
+	lim.MaxBatch = 0
+	url := startServer(t, srv, lim)
+	code, ans, err := post(http.DefaultClient, url, "tok-a", "", batch(lim.MaxCallsPerUser+1, "over"))
+	if err != nil || code != http.StatusBadRequest || !bytes.Contains(ans, []byte("-max-calls")) {
+		t.Fatalf("a batch of %d: %d %v %.200s, want 400 naming -max-calls", lim.MaxCallsPerUser+1, code, err, ans)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("put ran %d times for a refused batch", n)
+	}
+}
+
 // A user with MaxCallsPerUser calls in progress has as many more wait,
 // and is refused one more with 429; another user's call goes through
 // meanwhile, and every call that waited is answered once a slot is free.
