@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -68,14 +67,20 @@ func MeterProvider(mp metric.MeterProvider) Option {
 // instruments are a tool's tracer and metric instruments. A nil
 // *instruments records nothing.
 type instruments struct {
-	named    sync.Once // sets tool and spanName from the first call
-	tool     string    // the tool's name, as calls name it
-	spanName string    // and its span's, made once
+	tool     string // the tool's name (set by newTool)
+	spanName string // and its span's, made once
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
 	calls    metric.Int64Counter
 	retries  metric.Int64Counter
 	waits    metric.Int64Counter
+}
+
+// named sets the name of the tool in's calls go to.
+func (in *instruments) named(tool string) {
+	if in != nil {
+		in.tool, in.spanName = tool, telemetry.MethodToolsCall+" "+tool
+	}
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -111,7 +116,6 @@ func (in *instruments) start(ctx context.Context, c *Call) (context.Context, tra
 	if _, ok := c.Meta["traceparent"]; ok && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = otel.GetTextMapPropagator().Extract(ctx, metaCarrier(c.Meta))
 	}
-	in.named.Do(func() { in.tool, in.spanName = c.Tool, telemetry.MethodToolsCall+" "+c.Tool })
 	name := in.spanName
 	if c.Tool != in.tool {
 		name = telemetry.MethodToolsCall + " " + c.Tool

@@ -23,6 +23,7 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 	if def.Idempotent && c.opID && !c.requireOpID && len(c.keys) == 0 {
 		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use RecordKeys or RequireOpID, or drop the claim)")
 	}
+	c.instruments.named(def.Name)
 	pub := def
 	pub.Idempotent = def.Idempotent || def.ReadOnly || len(c.keys) > 0 || c.requireOpID
 

@@ -22,22 +22,31 @@ func SendTwice(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolP
 	return first, second, nil
 }
 
+// loseAnswer sends params to srv over a connection that loses the answer
+// after the handler ran; an error means the answer was not lost.
+func loseAnswer(ctx context.Context, srv *mcp.Server, params *mcp.CallToolParams) error {
+	d := &Dropper{Tool: params.Name}
+	cs, err := Connect(ctx, srv, d.Wrap)
+	if err != nil {
+		return err
+	}
+	_, callErr := cs.CallTool(ctx, params)
+	cs.Close()
+	if d.Dropped() != 1 {
+		return fmt.Errorf("idemtest: the first answer was not lost (call error: %v)", callErr)
+	}
+	return nil
+}
+
 // DropAndRetry sends params to srv over a connection that loses the answer
 // after the handler ran, then reconnects, as a client does, and sends it
 // again. It returns the retry's answer. An error means the first answer was
 // not lost (the tool failed before it answered, say) or the retry failed.
 func DropAndRetry(ctx context.Context, srv *mcp.Server, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	d := &Dropper{Tool: params.Name}
-	cs, err := Connect(ctx, srv, d.Wrap)
-	if err != nil {
+	if err := loseAnswer(ctx, srv, params); err != nil {
 		return nil, err
 	}
-	_, callErr := cs.CallTool(ctx, params)
-	cs.Close()
-	if d.Dropped() != 1 {
-		return nil, fmt.Errorf("idemtest: the first answer was not dropped (call error: %v)", callErr)
-	}
-	cs, err = Connect(ctx, srv, nil)
+	cs, err := Connect(ctx, srv, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -187,21 +187,15 @@ func lostThenRetried(ctx context.Context, fresh func(context.Context) (*Subject,
 	if err := subj.check(); err != nil {
 		return nil, err
 	}
-	d := &Dropper{Tool: call.Name}
-	cs, err := Connect(ctx, subj.Server, d.Wrap)
-	if err != nil {
-		return nil, fmt.Errorf("idemtest: connect: %w", err)
-	}
-	_, callErr := cs.CallTool(ctx, clone(call))
-	cs.Close()
-	if d.Dropped() != 1 {
-		return nil, fmt.Errorf("idemtest: %s: the first answer was not lost (call error: %v)", v.kind, callErr)
+	if err := loseAnswer(ctx, subj.Server, clone(call)); err != nil {
+		return nil, fmt.Errorf("%s: %w", v.kind, err)
 	}
 	r := &Retry{Kind: v.kind, Params: v.params}
 	if r.Before, err = subj.snapshot(ctx); err != nil {
 		return nil, err
 	}
-	if cs, err = Connect(ctx, subj.Server, nil); err != nil {
+	cs, err := Connect(ctx, subj.Server, nil)
+	if err != nil {
 		return nil, fmt.Errorf("idemtest: connect: %w", err)
 	}
 	defer cs.Close()

@@ -153,11 +153,11 @@ func classify(t rawTool) toolReport {
 		r.Class = classNonIdempotent
 		r.add(problem, "no_idempotent_hint", "is a write that does not say idempotentHint: clients take it as false; say false if a repeat may write twice, or make it idempotent (a record key or a required op id) and say true")
 	}
-	switch {
-	case !ro && r.OpID == "required" && len(r.Keys) == 0 && forApps(t):
+	switch opIDOnly := !ro && r.OpID == "required" && len(r.Keys) == 0; {
+	case opIDOnly && forApps(t):
 		r.add(info, "op_id_only_for_apps", "is declared for apps (_meta io.idemkit/callers): its only protection is a required op id, safe for an app that mints it once and resends it; "+
 			"a model that calls it anyway and lost the answer may call again under a new op id, so its description must send models to a keyed tool")
-	case !ro && r.OpID == "required" && len(r.Keys) == 0:
+	case opIDOnly:
 		r.add(warning, "op_id_only", "is a write whose only protection is a required op id: safe for an app that mints it once and resends it, "+
 			"but a model that lost the answer calls again under a new op id and the write lands twice; add a record key the model already has "+
 			"(a date and device, a slug, an id from an earlier answer) and write create-if-absent or replace-by-key on it; or, for a tool meant for apps, declare it (idem.ForApps) and give models a keyed tool beside it")

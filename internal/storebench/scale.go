@@ -138,8 +138,9 @@ func scaleAt(t *testing.T, h ScaleHarness, n int) {
 	fbF, rfF := callRatios(onFull)
 	t.Logf("empty: first/bare %.2f, replay/first %.2f; %d records: first/bare %.2f (%.2fx empty), replay/first %.2f (%.2fx empty)",
 		fbE, rfE, n, fbF, fbF/fbE, rfF, rfF/rfE)
+	e, f := medianTimes(onEmpty), medianTimes(onFull)
 	t.Logf("medians, empty: bare %v, first %v, replay %v; %d records: bare %v, first %v, replay %v",
-		medians(onEmpty)[0], medians(onEmpty)[1], medians(onEmpty)[2], n, medians(onFull)[0], medians(onFull)[1], medians(onFull)[2])
+		e.bare, e.first, e.replay, n, f.bare, f.first, f.replay)
 	if fbF/fbE > 1.1 || rfF/rfE > 1.1 {
 		t.Errorf("at %d records the calls cost more than 10%% over the empty table", n)
 	}
@@ -280,17 +281,8 @@ func callThroughPhases(t *testing.T, s idem.Store, phase *atomic.Int64, stop cha
 
 // callRatios returns the median first/bare and replay/first of rounds.
 func callRatios(rounds []callTimes) (firstBare, replayFirst float64) {
-	m := medians(rounds)
-	return float64(m[1]) / float64(m[0]), float64(m[2]) / float64(m[1])
-}
-
-// medians returns the median bare write, first call and replay of rounds.
-func medians(rounds []callTimes) [3]time.Duration {
-	var ds [3][]time.Duration
-	for _, r := range rounds {
-		ds[0], ds[1], ds[2] = append(ds[0], r.bare), append(ds[1], r.first), append(ds[2], r.replay)
-	}
-	return [3]time.Duration{pct(ds[0], 0.5), pct(ds[1], 0.5), pct(ds[2], 0.5)}
+	m := medianTimes(rounds)
+	return float64(m.first) / float64(m.bare), float64(m.replay) / float64(m.first)
 }
 
 // pct returns the p-quantile of ds (sorting a copy).
