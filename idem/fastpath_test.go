@@ -220,3 +220,49 @@ func TestCanonicalTakesEncodedArguments(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseArgs: whatever the arguments, parseArgs finds the members
+// encoding/json decodes (the last of duplicates, values as sent), and
+// stringOf reads a string member as encoding/json does.
+func FuzzParseArgs(f *testing.F) {
+	for _, seed := range []string{
+		`{"text":"hello","op_id":"op-1"}`, ` { "op_id" : "a" , "n" : [1, {"x": "}"}] } `, `{}`, `{ }`, `null`, `[1]`, `"s"`,
+		`{"op_id":"a","op_id":"b"}`, `{"op\u005fid":"x"}`, `{"op_id":"\u0041\n"}`, "{\"op_id\":\"\xff\"}", `{"é":1,"op_id":2}`,
+		`{"a":"\"","b":"\\"}`, `{"a":1`, `{"a":{"b":"c"}, "d" : null }`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		var want map[string]json.RawMessage
+		wantOK := json.Unmarshal(args, &want) == nil && want != nil
+		got, ok := parseArgs(args)
+		if ok != wantOK {
+			t.Fatalf("%q: parseArgs ok %v, encoding/json %v", args, ok, wantOK)
+		}
+		for name, v := range want {
+			if g, _ := got.get(name); string(g) != string(v) {
+				t.Fatalf("%q: member %q is %q, encoding/json %q", args, name, g, v)
+			}
+			var ws string
+			wsOK := len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &ws) == nil
+			if gs, gsOK := stringOf(v); gsOK != wsOK || gs != ws {
+				t.Fatalf("%q: stringOf gives %q, %v; encoding/json %q, %v", v, gs, gsOK, ws, wsOK)
+			}
+		}
+		for _, m := range got {
+			if _, there := want[string(m.name)]; !there {
+				t.Fatalf("%q: parseArgs finds a member %q that encoding/json does not", args, m.name)
+			}
+		}
+	})
+}
+
+// The scan reads the members of usual arguments itself; without this it
+// could be dead code and FuzzParseArgs would still pass.
+func TestScanMembersTakesUsualArguments(t *testing.T) {
+	for _, args := range []string{`{"text":"hello","op_id":"op-1"}`, "{\n  \"session_id\": \"s\",\n  \"n\": [1, 2]\n}", `{}`} {
+		if _, ok := scanMembers([]byte(args)); !ok {
+			t.Errorf("scanMembers is not sure of %s", args)
+		}
+	}
+}

@@ -23,6 +23,7 @@ targets=(
   "./idem FuzzFingerprint"
   "./idem FuzzFastCheck"
   "./idem FuzzCanonical"
+  "./idem FuzzParseArgs"
   "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"
