@@ -1,19 +1,16 @@
 package idem
 
-// Hand-written fast paths for the three library calls every tool call makes:
-// the argument check (jsonschema-go), the fingerprint's canonical form
-// (RFC 8785, github.com/gowebpki/jcs) and the argument members that hold
-// the op id and the record keys (encoding/json). Each takes only the inputs
-// it is sure of, the usual ones, and answers exactly as the library would;
-// everything else goes to the library. FuzzFastCheck, FuzzCanonical and
-// FuzzParseArgs compare each with its library. The first two buy 7-12% of a
-// first call on PostgreSQL; the members scan 1.5 µs and 13 allocations a
-// call, about a third of what the op-id path costs over its cost before it
-// was simplified (paired A/B, docs/middleware.md). The op record's encoder
-// stays encoding/json's (0.8 µs, 0.3% of a first call).
+// Hand-written fast paths for the two library calls every tool call makes:
+// the argument check (jsonschema-go) and the fingerprint's canonical form
+// (RFC 8785, github.com/gowebpki/jcs). Each takes only the inputs it is sure
+// of, the usual ones, and answers exactly as the library would; everything
+// else goes to the library. FuzzFastCheck and FuzzCanonical compare the
+// two. Together they buy 7-12% of a first call on PostgreSQL (A/B in one
+// run, docs/middleware.md). The other paths once written by hand, the scan
+// of the argument members and the op record's encoder, bought under 3% of a
+// call (1.4-1.8 and 0.7-1.2 µs) and stay with encoding/json.
 
 import (
-	"bytes"
 	"encoding/json"
 	"regexp"
 	"unicode/utf8"
@@ -538,34 +535,6 @@ func hex4(b []byte) (rune, bool) {
 		}
 	}
 	return v, len(b) == 4
-}
-
-// scanMembers returns the members of b, which must be valid JSON, when it is
-// an object whose member names are printable ASCII without escapes, where
-// the name sent is the name decoded. It reports false for anything else.
-func scanMembers(b []byte) (argMembers, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false
-	}
-	m := make(argMembers, 0, 8)
-	for i = skipSpace(b, i+1); b[i] == '"'; {
-		end := stringEnd(b, i)
-		name := b[i+1 : end]
-		for _, c := range name {
-			if c == '\\' || c >= utf8.RuneSelf { // an escape, or a byte encoding/json may replace
-				return nil, false
-			}
-		}
-		i = skipSpace(b, skipSpace(b, end+1)+1) // past ':'
-		vend := valueEnd(b, i)
-		m = append(m, argMember{name, bytes.TrimRight(b[i:vend], " \t\r\n")})
-		if i = vend; b[i] == '}' {
-			break
-		}
-		i = skipSpace(b, i+1) // past ','
-	}
-	return m, true
 }
 
 // valueEnd returns the index of the ',' or '}' that ends the member value

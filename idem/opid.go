@@ -1,10 +1,6 @@
 package idem
 
-import (
-	"bytes"
-	"encoding/json"
-	"unicode/utf8"
-)
+import "encoding/json"
 
 // MetaOpID is the _meta key that may carry an op id instead of the op_id
 // argument. Refusals about an operation (unknown_outcome, busy) carry the op
@@ -46,44 +42,22 @@ func validateOpID(id string) *Error {
 	return nil
 }
 
-// argMembers are the top-level members of a call's arguments, in the order
-// sent, their values as sent.
-type argMembers []argMember
+// argMembers are the top-level members of a call's arguments, their values
+// as sent (the last of duplicate members, as json.Unmarshal keeps).
+type argMembers map[string]json.RawMessage
 
-type argMember struct {
-	name  []byte
-	value json.RawMessage
-}
-
-// get returns the value of the member name, and whether it is present: of
-// duplicate members the last, as json.Unmarshal keeps.
+// get returns the value of the member name, and whether it is present.
 func (m argMembers) get(name string) (json.RawMessage, bool) {
-	for i := len(m) - 1; i >= 0; i-- {
-		if string(m[i].name) == name {
-			return m[i].value, true
-		}
-	}
-	return nil, false
+	v, ok := m[name]
+	return v, ok
 }
 
 // parseArgs returns the members of a call's arguments. Arguments that are
 // not a JSON object (null included) give ok false and no members: the schema
-// check reports them. Member names of plain ASCII are read by
-// scanMembers (fastpath.go); any other object is encoding/json's to decode
-// (FuzzParseArgs compares the two).
+// check reports them.
 func parseArgs(args json.RawMessage) (m argMembers, ok bool) {
-	if json.Valid(args) {
-		if m, ok := scanMembers(args); ok {
-			return m, true
-		}
-	}
-	var named map[string]json.RawMessage
-	if json.Unmarshal(args, &named) != nil || named == nil {
+	if json.Unmarshal(args, &m) != nil || m == nil {
 		return nil, false
-	}
-	m = make(argMembers, 0, len(named))
-	for name, v := range named {
-		m = append(m, argMember{[]byte(name), v})
 	}
 	return m, true
 }
@@ -123,9 +97,6 @@ func opIDOf(args argMembers, meta map[string]any) (string, *Error) {
 // stringOf returns the string the JSON value raw holds, and whether it is a
 // string.
 func stringOf(raw json.RawMessage) (string, bool) {
-	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1]), true // no escape: the text is the string
-	}
 	var s string
 	return s, len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
 }

@@ -23,7 +23,6 @@ targets=(
   "./idem FuzzFingerprint"
   "./idem FuzzFastCheck"
   "./idem FuzzCanonical"
-  "./idem FuzzParseArgs"
   "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
   "./cmd/idem FuzzClassify"
