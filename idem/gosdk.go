@@ -50,6 +50,11 @@ type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolR
 //     strict clients accept: boolean subschemas (from fields of type any)
 //     are written as {}.
 //
+// The other hints are t's as given: only the author knows whether h
+// destroys what was there (destructiveHint) or reaches past its own store
+// (openWorldHint, which MCP reads as true when absent: say false for a
+// tool that touches only s).
+//
 // A call goes: the op id is checked (invalid_op_id), then the record keys
 // (missing_key), then the arguments against the input schema
 // (invalid_arguments, naming the argument and what was expected, never the
@@ -93,7 +98,7 @@ func sdkTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 }
 
 // RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
-// srv. It answers status "committed" with the stored result when a live op
+// srv (readOnlyHint: true, destructiveHint and openWorldHint: false). It answers status "committed" with the stored result when a live op
 // record exists in the caller's scope, and "not_committed" otherwise: the
 // operation never committed, or its record outlived its TTL. Callers use it
 // after an unknown_outcome (or a lost response) to decide whether to send
@@ -107,7 +112,7 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 	if err != nil {
 		panic(err.Error())
 	}
-	t := &mcp.Tool{Name: w.Def.Name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false)}}
+	t := &mcp.Tool{Name: w.Def.Name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}
 	srv.AddTool(published(t, w.Def), handlerOf(w.Call))
 }
 

@@ -85,7 +85,8 @@ func TestAddToolMetadataIsHonest(t *testing.T) {
 		t.Error("a tool without OpID advertises op_id")
 	}
 	st := tools[idem.StatusToolName]
-	if !st.Annotations.ReadOnlyHint || (st.Annotations.DestructiveHint != nil && *st.Annotations.DestructiveHint) {
+	if !st.Annotations.ReadOnlyHint || (st.Annotations.DestructiveHint != nil && *st.Annotations.DestructiveHint) ||
+		st.Annotations.OpenWorldHint == nil || *st.Annotations.OpenWorldHint {
 		t.Errorf("get_operation annotations %+v", st.Annotations)
 	}
 }

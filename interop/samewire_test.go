@@ -310,10 +310,6 @@ var wireDifferences = []struct {
 	diff       string
 	why        string
 }{
-	{[]string{"stdio", "http"}, `tools/list.result.tools[add_expense].annotations.destructiveHint: go-sdk (absent), mcp-go true`, hintsOfNewTool},
-	{[]string{"stdio", "http"}, `tools/list.result.tools[add_expense].annotations.openWorldHint: go-sdk (absent), mcp-go true`, hintsOfNewTool},
-	{[]string{"stdio", "http"}, `tools/list.result.tools[set_budget].annotations.destructiveHint: go-sdk (absent), mcp-go true`, hintsOfNewTool},
-	{[]string{"stdio", "http"}, `tools/list.result.tools[set_budget].annotations.openWorldHint: go-sdk (absent), mcp-go true`, hintsOfNewTool},
 	{[]string{"stdio"}, `tools/list.result.cacheScope: go-sdk "public", mcp-go (absent)`, cacheHints},
 	{[]string{"stdio"}, `tools/list.result.ttlMs: go-sdk 0, mcp-go (absent)`, cacheHints},
 	{[]string{"http"}, `tools/list.result.cacheScope: go-sdk "public", mcp-go "private"`, cacheHints},
@@ -322,8 +318,6 @@ var wireDifferences = []struct {
 }
 
 const (
-	hintsOfNewTool = "mcp.NewTool writes destructiveHint and openWorldHint true on every tool; the go-sdk leaves them out, " +
-		"and MCP reads an absent hint as true: the same meaning, and idemkit keeps the author's values"
 	cacheHints = "the libraries' own cache hints for tools/list (protocol 2026-07-28's ttlMs and cacheScope; the go-sdk sends them on every protocol); " +
 		"mcp-go calls the list private as it can differ by session"
 )

@@ -343,8 +343,9 @@ func TestEventTime(t *testing.T) {
 }
 
 // TestAnnotations: idempotentHint only where every repeat is harmless,
-// readOnlyHint on the reads, and descriptions that name the keys and who
-// mints op_id.
+// readOnlyHint on the reads, openWorldHint false on every tool (each
+// touches the server's store alone), and descriptions that name the keys
+// and who mints op_id.
 func TestAnnotations(t *testing.T) {
 	h := newHarness(t, "memory")
 	res, err := h.connect().ListTools(h.ctx, nil)
@@ -366,6 +367,9 @@ func TestAnnotations(t *testing.T) {
 		}
 		if tool.Annotations.IdempotentHint != w[0] || tool.Annotations.ReadOnlyHint != w[1] {
 			t.Errorf("%s: idempotentHint %v readOnlyHint %v, want %v %v", tool.Name, tool.Annotations.IdempotentHint, tool.Annotations.ReadOnlyHint, w[0], w[1])
+		}
+		if ow := tool.Annotations.OpenWorldHint; ow == nil || *ow {
+			t.Errorf("%s: openWorldHint %v, want false", tool.Name, ow)
 		}
 	}
 	if len(names) != len(want) {

@@ -121,6 +121,8 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	}
 	lo := idem.Logger(log)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
+	// Every tool reads and writes this server's store alone, so each says
+	// openWorldHint: false (MCP reads an absent one as true).
 	no, yes := ptr(false), ptr(true)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "start_focus",
@@ -128,7 +130,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"this answers that session instead of starting another, so a retry with the same device is safe. " +
 			"Send session_id (an id your app mints) to make a retry name the same session; started_at is when the " +
 			"user pressed start, for a queued request.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, s, counted(f, "start_focus", f.startFocus), idem.RecordKeys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "end_focus",
@@ -138,7 +140,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"even with other values, keeps that device's earliest stop. Two devices may stop one session: the earliest " +
 			"end wins, every device's stop is kept, done beats other outcomes, a differing later summary goes to the " +
 			"notes. end_at is when the user pressed stop, for a queued request. The answer says what this stop changed.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, s, counted(f, "end_focus", f.endFocus), idem.RecordKeys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "delete_session",
@@ -148,7 +150,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		// Idempotent by its own logic: a deleted session stays a tombstone
 		// (a second delete answers the same), and without an id only the
 		// session still running on the caller's device is a target.
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, IdempotentHint: true},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, IdempotentHint: true, OpenWorldHint: no},
 	}, s, counted(f, "delete_session", f.deleteSession), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "log_session",
@@ -156,7 +158,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"started_at is when it started: logged times cannot overlap, so a log whose time overlaps another " +
 			"log_id's is refused, naming that log. A retry after a lost answer is safe with the same log_id, and " +
 			"refused, not counted twice, with a new one.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
 	}, s, counted(f, "log_session", f.logSession), idem.RecordKeys("log_id"), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "set_steps",
@@ -164,30 +166,30 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"device sent for that date before. device and date are the keys: a repeat, or a retry with a recounted " +
 			"total, replaces the same count and never adds to it, so it is safe to send again after a lost answer. " +
 			"The day's steps are the sum over devices.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
 	}, s, counted(f, "set_steps", f.setSteps), idem.RecordKeys("device", "date"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "add_steps",
 		Description: "Add steps to a day's total, for the phone app that queues step counts " +
 			"offline. It mints op_id when the steps are counted and resends that op_id on every retry; a call with a " +
 			"new op_id adds again. A model should call set_steps, whose keys are the device and the date.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, s, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), idem.ForApps(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "heartbeat",
 		Description: "Record a heartbeat with a note on a session. session_id and at are the keys: one heartbeat per " +
 			"session and time, so a repeat answers the stored heartbeat and adds nothing.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: no},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, s, counted(f, "heartbeat", f.heartbeat), idem.RecordKeys("session_id", "at"), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "get_now",
 		Description: "List the running focus sessions with their ids, and which of them runs on the device you send.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no, OpenWorldHint: no},
 	}, s, counted(f, "get_now", f.getNow), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "list_sessions",
 		Description: "List a day's focus sessions, logged time and steps (date as YYYY-MM-DD; default today, UTC).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no, OpenWorldHint: no},
 	}, s, counted(f, "list_sessions", f.listSessions), lo)
 
 	idem.RegisterStatusTool(srv, s, lo)

@@ -126,10 +126,15 @@ var scope = mcpgo.Scope(func(ctx context.Context, _ mcp.CallToolRequest) string 
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *server.MCPServer {
 	srv := server.NewMCPServer("idemkit-quickstart", "v0.1.0")
+	// Both tools touch this server's store alone (openWorldHint: false;
+	// mcp.NewTool would say true); set_budget replaces what was there,
+	// add_expense only adds.
 	mcpgo.AddTool(srv, mcp.NewTool("add_expense", mcp.WithDescription("Record an expense and return its id and the new total. "+
-		"For apps, which mint op_id when the user records the expense and keep it for every retry.")),
+		"For apps, which mint op_id when the user records the expense and keep it for every retry."),
+		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)),
 		s, addExpense, idem.RequireOpID(), scope)
-	mcpgo.AddTool(srv, mcp.NewTool("set_budget", mcp.WithDescription("Set the budget of a month, replacing any earlier one.")),
+	mcpgo.AddTool(srv, mcp.NewTool("set_budget", mcp.WithDescription("Set the budget of a month, replacing any earlier one."),
+		mcp.WithDestructiveHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
 		s, setBudget, idem.RecordKeys("month"), scope)
 	mcpgo.RegisterStatusTool(srv, s, scope)
 	return srv

@@ -111,10 +111,16 @@ func setBudget(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Bud
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-quickstart", Version: "v0.1.0"}, nil)
+	// Both tools touch this server's store alone (openWorldHint: false;
+	// MCP reads an absent hint as true); set_budget replaces what was
+	// there, add_expense only adds.
+	no, yes := new(false), new(true)
 	idem.AddTool(srv, &mcp.Tool{Name: "add_expense", Description: "Record an expense and return its id and the new total. " +
-		"For apps, which mint op_id when the user records the expense and keep it for every retry."},
+		"For apps, which mint op_id when the user records the expense and keep it for every retry.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}},
 		s, addExpense, idem.RequireOpID())
-	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one."},
+	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no}},
 		s, setBudget, idem.RecordKeys("month"))
 	idem.RegisterStatusTool(srv, s)
 	return srv

@@ -65,7 +65,9 @@ func TestHTTPRepeatAndRestart(t *testing.T) {
 }
 
 // TestToolAnnotations lists the tools as a client would and checks that
-// their annotations say what the wrapping guarantees.
+// their annotations say what the wrapping guarantees, and that every tool
+// says it touches the server's store alone (openWorldHint false) and
+// whether it destroys what was there.
 func TestToolAnnotations(t *testing.T) {
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"), nil)
 	if err != nil {
@@ -86,10 +88,10 @@ func TestToolAnnotations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][2]bool{ // idempotent, read-only
-		"add_expense":   {true, false},
-		"set_budget":    {true, false},
-		"get_operation": {true, true},
+	want := map[string][3]bool{ // idempotent, read-only, destructive
+		"add_expense":   {true, false, false},
+		"set_budget":    {true, false, true},
+		"get_operation": {true, true, false},
 	}
 	for _, tool := range tools.Tools {
 		w, ok := want[tool.Name]
@@ -99,6 +101,13 @@ func TestToolAnnotations(t *testing.T) {
 		}
 		if tool.Annotations == nil || tool.Annotations.IdempotentHint != w[0] || tool.Annotations.ReadOnlyHint != w[1] {
 			t.Errorf("%s annotations %+v, want idempotent=%v readOnly=%v", tool.Name, tool.Annotations, w[0], w[1])
+			continue
+		}
+		if d := tool.Annotations.DestructiveHint; d == nil || *d != w[2] {
+			t.Errorf("%s: destructiveHint %v, want %v", tool.Name, d, w[2])
+		}
+		if ow := tool.Annotations.OpenWorldHint; ow == nil || *ow {
+			t.Errorf("%s: openWorldHint %v, want false", tool.Name, ow)
 		}
 		delete(want, tool.Name)
 	}

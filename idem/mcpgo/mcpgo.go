@@ -66,7 +66,8 @@ func Tool[In, Out any](t mcp.Tool, s idem.Store, h HandlerFor[In, Out], opts ...
 }
 
 // RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
-// srv, as [idem.RegisterStatusTool] adds it to a go-sdk server. Of opts,
+// srv, with the same hints, as [idem.RegisterStatusTool] adds it to a
+// go-sdk server. Of opts,
 // [Scope], [idem.RequireScope] and [idem.Logger] apply; pass the same ones
 // as the tools.
 func RegisterStatusTool(srv *server.MCPServer, s idem.Store, opts ...idem.Option) {
@@ -74,7 +75,7 @@ func RegisterStatusTool(srv *server.MCPServer, s idem.Store, opts ...idem.Option
 	if err != nil {
 		panic(err.Error())
 	}
-	t := mcp.Tool{Name: w.Def.Name, Annotations: mcp.ToolAnnotation{ReadOnlyHint: ptr(true), DestructiveHint: ptr(false)}}
+	t := mcp.Tool{Name: w.Def.Name, Annotations: mcp.ToolAnnotation{ReadOnlyHint: ptr(true), DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}
 	srv.AddTool(published(t, w.Def), handlerOf(w))
 }
 

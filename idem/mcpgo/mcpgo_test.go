@@ -277,6 +277,11 @@ func TestPublishedTools(t *testing.T) {
 			t.Errorf("%s: idempotentHint %v, want %v", name, h, want)
 		}
 	}
+	// get_operation reads the store alone: an absent openWorldHint would
+	// say it reaches the outside world.
+	if h := tools["get_operation"].Annotations.OpenWorldHint; h == nil || *h {
+		t.Errorf("get_operation: openWorldHint %v, want false", h)
+	}
 	b, _ := json.Marshal(tools["add_note"].InputSchema)
 	schema := string(b)
 	if !strings.Contains(schema, `"op_id"`) || !strings.Contains(schema, `"required":["text","op_id"]`) {
