@@ -355,6 +355,16 @@ var mutations = []mutation{
 		Needs:  postgres,
 	},
 	{
+		Name:   "postgres/sweep-before-migrate",
+		Guards: "a background sweep round before Migrate finds nothing to sweep, not a failure",
+		File:   "store/postgres/postgres.go",
+		From:   "kit.StartSweeping(s, (*Store).backgroundSweep,",
+		To:     "kit.StartSweeping(s, (*Store).Sweep,",
+		Pkg:    "./store/postgres",
+		Run:    "^TestBackgroundSweepBeforeMigrate$",
+		Needs:  postgres,
+	},
+	{
 		Name:   "postgres/read-expiry",
 		Guards: "Read, which answers replays, reports an expired document as absent",
 		File:   "store/postgres/read.go",

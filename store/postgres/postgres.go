@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -117,7 +118,8 @@ var (
 // TablePrefix.
 //
 // Unless Options.NoSweep is set, New starts a background sweep of expired
-// documents, whose first round comes a second later (Migrate first). The
+// documents, whose first round comes a second later; a round before
+// Migrate has made the table finds nothing to sweep, and is no failure. The
 // Store does not own pool: call Close, which stops the sweep, before
 // closing pool.
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
@@ -142,7 +144,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	s := &Store{pool: pool, opts: o, q: newQueries(opts.TablePrefix), sweepFrom: sweepStart,
 		retry: kit.Retry{Store: "postgres", MaxAttempts: o.MaxAttempts, Base: 500 * time.Microsecond, Cap: 50 * time.Millisecond},
 		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
-	s.background = kit.StartSweeping(s, (*Store).Sweep,
+	s.background = kit.StartSweeping(s, (*Store).backgroundSweep,
 		kit.SweepOptions{Store: "postgresql", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
 	return s, nil
 }
@@ -361,6 +363,19 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// backgroundSweep is Sweep for the background rounds. Before Migrate has
+// made the table (a deployment that opens the store and migrates in a
+// step of its own, which may take longer than the first round's second) a
+// round finds nothing to sweep instead of failing; a call's Run fails on
+// the missing table, and so does a Sweep called directly.
+func (s *Store) backgroundSweep(ctx context.Context, limit int) (int, error) {
+	n, err := s.Sweep(ctx, limit)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return n, nil
+	}
+	return n, err
 }
 
 // sweepWait waits, while Runs of this store are in progress, until the
