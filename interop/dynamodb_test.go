@@ -29,20 +29,7 @@ var dynamoTables atomic.Int64
 // shared by the stdio server processes of its sessions, deleted at the end.
 func TestTypesOnDynamoDB(t *testing.T) {
 	url := dynamoURL(t)
-	// The server's credentials: DynamoDB Local keeps a database per access
-	// key, so the tables it creates are deleted with the same key.
-	creds := aws.Credentials{AccessKeyID: "dummy", SecretAccessKey: "dummy", Source: "test"}
-	if id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
-		creds = aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}
-	}
-	db := dynamodb.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
-	}, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(url)
-		// DynamoDB Local sends no X-Amz-Crc32 on errors.
-		o.DisableValidateResponseChecksum = true
-	})
+	db := dynamoClient(url)
 	runMatrix(t, bins.types, typesPlan(), typesChecks, func(t *testing.T) []string {
 		table := fmt.Sprintf("idemkit_interop_%d_%d", os.Getpid(), dynamoTables.Add(1))
 		// Registered before the server starts, so run after it stops.
@@ -53,5 +40,25 @@ func TestTypesOnDynamoDB(t *testing.T) {
 			_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 		})
 		return []string{"-dynamodb", url, "-table", table, "-stateless"}
+	})
+}
+
+// dynamoClient returns a DynamoDB client of the endpoint url in us-east-1
+// with the server's credentials (typesserver's dynamoClient): those in
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or dummy
+// ones when they are unset. DynamoDB Local keeps a database per access key,
+// so a table a server made is deleted with the same key.
+func dynamoClient(url string) *dynamodb.Client {
+	creds := aws.Credentials{AccessKeyID: "dummy", SecretAccessKey: "dummy", Source: "test"}
+	if id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		creds = aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}
+	}
+	return dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
+	}, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(url)
+		// DynamoDB Local sends no X-Amz-Crc32 on errors.
+		o.DisableValidateResponseChecksum = true
 	})
 }

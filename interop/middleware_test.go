@@ -31,17 +31,7 @@ var mwTables atomic.Int64
 // TestMCPGoMiddlewareOnDynamoDB: a table of its own per store, with no TTL
 // (the cases drive the store's clock; DynamoDB's TTL goes by the real one).
 func TestMCPGoMiddlewareOnDynamoDB(t *testing.T) {
-	url := dynamoURL(t)
-	db := dynamodb.NewFromConfig(aws.Config{
-		Region: "us-east-1",
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "dummy", SecretAccessKey: "dummy", Source: "test"}, nil
-		}),
-	}, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(url)
-		// DynamoDB Local sends no X-Amz-Crc32 on errors.
-		o.DisableValidateResponseChecksum = true
-	})
+	db := dynamoClient(dynamoURL(t))
 	mcpgotest.RunMiddleware(t, storetest.Harness{
 		New: func(t *testing.T, now func() time.Time) idem.Store {
 			table := fmt.Sprintf("idemkit_mcpgo_%d_%d", os.Getpid(), mwTables.Add(1))

@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os/exec"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -238,7 +238,7 @@ func diffJSON(ds []wireDiff, path string, a, b any) []wireDiff {
 		for k := range bv {
 			keys[k] = true
 		}
-		for _, k := range sortedKeys(keys) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			ds = diffJSON(ds, path+"."+k, av[k], bv[k])
 		}
 		return ds
@@ -255,7 +255,7 @@ func diffJSON(ds []wireDiff, path string, a, b any) []wireDiff {
 			for k := range bn {
 				keys[k] = true
 			}
-			for _, k := range sortedKeys(keys) {
+			for _, k := range slices.Sorted(maps.Keys(keys)) {
 				ds = diffJSON(ds, path+"["+k+"]", an[k], bn[k])
 			}
 			return ds
@@ -291,15 +291,6 @@ func byName(l []any) map[string]any {
 		m[name] = o
 	}
 	return m
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // wireDifferences are the only places where the mcp-go quickstart's answers
