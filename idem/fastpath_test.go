@@ -50,7 +50,7 @@ func fastCheckSchemas(tb testing.TB) map[string]*inputCheck {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		schema.Properties[opIDArgument] = &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(maxOpIDLen), Pattern: "^[!-~]+$"}
+		schema.Properties[opIDArgument] = &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
 		add(name, schema)
 	}
 	for name, text := range map[string]string{

@@ -98,12 +98,13 @@ func sdkTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 }
 
 // RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
-// srv (readOnlyHint: true, destructiveHint and openWorldHint: false). It answers status "committed" with the stored result when a live op
-// record exists in the caller's scope, and "not_committed" otherwise: the
-// operation never committed, or its record outlived its TTL. Callers use it
-// after an unknown_outcome (or a lost response) to decide whether to send
-// the operation again, with the same op id. Every refusal says what a
-// lookup needs, with a [Code], and quotes nothing the caller sent.
+// srv (readOnlyHint: true, destructiveHint and openWorldHint: false). It
+// answers status "committed" with the stored result when a live op record
+// exists in the caller's scope, and "not_committed" otherwise: the operation
+// never committed, or its record outlived its TTL. Callers use it after an
+// unknown_outcome (or a lost response) to decide whether to send the
+// operation again, with the same op id. Every refusal says what a lookup
+// needs, with a [Code], and quotes nothing the caller sent.
 //
 // Of opts, [Scope], [RequireScope] and [Logger] apply; pass the same ones as
 // the tools.
@@ -112,7 +113,7 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 	if err != nil {
 		panic(err.Error())
 	}
-	t := &mcp.Tool{Name: w.Def.Name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}
+	t := &mcp.Tool{Name: w.Def.Name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
 	srv.AddTool(published(t, w.Def), handlerOf(w.Call))
 }
 

@@ -59,7 +59,7 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 			note = opIDRequiredNote
 			schema.Required = append(schema.Required, opIDArgument)
 		}
-		p := &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(maxOpIDLen), Pattern: "^[!-~]+$"}
+		p := &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
 		if own, ok := schema.Properties[opIDArgument]; ok {
 			p = own.CloneSchemas()
 		}
@@ -211,8 +211,6 @@ func schemaOf(v any) (*jsonschema.Schema, error) {
 	}
 	return &s, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func quoteAll(ss []string) []string {
 	out := make([]string, len(ss))

@@ -123,7 +123,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
 	// Every tool reads and writes this server's store alone, so each says
 	// openWorldHint: false (MCP reads an absent one as true).
-	no, yes := ptr(false), ptr(true)
+	no, yes := new(false), new(true)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "start_focus",
 		Description: "Start a focus session on a device. A device has at most one running session: while one runs, " +
@@ -195,8 +195,6 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	idem.RegisterStatusTool(srv, s, lo)
 	return srv, f
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // counted wraps h so that f counts its runs, and its commits after they
 // happen.

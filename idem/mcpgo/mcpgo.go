@@ -67,15 +67,14 @@ func Tool[In, Out any](t mcp.Tool, s idem.Store, h HandlerFor[In, Out], opts ...
 
 // RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
 // srv, with the same hints, as [idem.RegisterStatusTool] adds it to a
-// go-sdk server. Of opts,
-// [Scope], [idem.RequireScope] and [idem.Logger] apply; pass the same ones
-// as the tools.
+// go-sdk server. Of opts, [Scope], [idem.RequireScope] and [idem.Logger]
+// apply; pass the same ones as the tools.
 func RegisterStatusTool(srv *server.MCPServer, s idem.Store, opts ...idem.Option) {
 	w, err := idem.WrapStatus(s, decodeResult, opts...)
 	if err != nil {
 		panic(err.Error())
 	}
-	t := mcp.Tool{Name: w.Def.Name, Annotations: mcp.ToolAnnotation{ReadOnlyHint: ptr(true), DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}
+	t := mcp.Tool{Name: w.Def.Name, Annotations: mcp.ToolAnnotation{ReadOnlyHint: new(true), DestructiveHint: new(false), OpenWorldHint: new(false)}}
 	srv.AddTool(published(t, w.Def), handlerOf(w))
 }
 
@@ -133,7 +132,7 @@ func toolDef(t mcp.Tool) idem.ToolDef {
 // published is t as def, the published definition, says.
 func published(t mcp.Tool, def idem.ToolDef) mcp.Tool {
 	t.Description = def.Description
-	t.Annotations.IdempotentHint = ptr(def.Idempotent)
+	t.Annotations.IdempotentHint = new(def.Idempotent)
 	t.InputSchema, t.OutputSchema = mcp.ToolInputSchema{}, mcp.ToolOutputSchema{}
 	t.RawInputSchema, _ = json.Marshal(def.InputSchema)
 	t.RawOutputSchema = nil
@@ -241,5 +240,3 @@ func decodeResult(stored json.RawMessage) (any, error) {
 	}
 	return res, nil
 }
-
-func ptr[T any](v T) *T { return &v }
