@@ -1,6 +1,10 @@
 package idem
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	sjson "github.com/segmentio/encoding/json"
+)
 
 // MetaOpID is the _meta key that may carry an op id instead of the op_id
 // argument. Refusals about an operation (unknown_outcome, busy) carry the op
@@ -43,21 +47,56 @@ func validateOpID(id string) *Error {
 }
 
 // argMembers are the top-level members of a call's arguments, their values
-// as sent (the last of duplicate members, as json.Unmarshal keeps).
-type argMembers map[string]json.RawMessage
+// as sent.
+type argMembers []argMember
 
-// get returns the value of the member name, and whether it is present.
+type argMember struct {
+	name  []byte // a slice of the arguments, or made by encoding/json
+	value json.RawMessage
+}
+
+// get returns the value of the member name, and whether it is present: the
+// last of duplicate members, as json.Unmarshal keeps.
 func (m argMembers) get(name string) (json.RawMessage, bool) {
-	v, ok := m[name]
-	return v, ok
+	for i := len(m) - 1; i >= 0; i-- {
+		if string(m[i].name) == name {
+			return m[i].value, true
+		}
+	}
+	return nil, false
 }
 
 // parseArgs returns the members of a call's arguments. Arguments that are
 // not a JSON object (null included) give ok false and no members: the schema
 // check reports them.
+//
+// It walks the arguments with segmentio's tokenizer (the go-sdk's own JSON
+// library), the values left as slices of the arguments: a decode into a map
+// by encoding/json copies every name and value. FuzzParseArgs checks that
+// the members are encoding/json's.
 func parseArgs(args json.RawMessage) (m argMembers, ok bool) {
-	if json.Unmarshal(args, &m) != nil || m == nil {
+	if !json.Valid(args) {
 		return nil, false
+	}
+	t := sjson.NewTokenizer(args)
+	if !t.Next() || t.Delim != '{' {
+		return nil, false
+	}
+	var name []byte
+	start := 0
+	for t.Next() && t.Depth > 0 {
+		end := len(args) - t.Remaining()
+		switch {
+		case t.Depth > 1:
+		case t.IsKey:
+			name = t.String()
+		case t.Delim == '{' || t.Delim == '[':
+			start = end - 1
+		case t.Delim == '}' || t.Delim == ']':
+			m = append(m, argMember{name, args[start:end]})
+		case t.Delim == 0:
+			m = append(m, argMember{name, json.RawMessage(t.Value)})
+		}
 	}
 	return m, true
 }

@@ -1,0 +1,39 @@
+package idem
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// FuzzParseArgs compares parseArgs, which walks the arguments with
+// segmentio's tokenizer, with encoding/json's decode into a map: the same
+// members, the same values as sent, the last of duplicates, and the same
+// answer for what is not a JSON object.
+func FuzzParseArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"text":"hello","op_id":"a-1"}`, `{}`, `null`, `[]`, `"s"`, `{"a":1,"a":{"b":[1,{"c":null}]}}`,
+		` { "a" : [ ] , "b" : { } } `, `{"op_\u0069d":"x"}`, `{"é":1}`, "{\"\xff\":1}", `{"a":1}x`, `{"a":}`,
+		`{"a":"\ud800"}`, `{"\ud800":1}`, `{"\ud83d\ude00":1,"\ud83d":2}`, `{"a\u0000b":1}`, "{\"\xed\xa0\x80\":1}",
+		"{\"\xf0\x9f\x98\x80\":[\"\xff\"]}", `{"a\/b":1,"a/b":2}`, `{"a":1e400}`, `{"a":[1,2],"b":true,"c":false,"d":-0.5e-3}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		got, ok := parseArgs(args)
+		var want map[string]json.RawMessage
+		wantOK := json.Unmarshal(args, &want) == nil && want != nil
+		if ok != wantOK {
+			t.Fatalf("parseArgs(%q): ok %v, encoding/json %v", args, ok, wantOK)
+		}
+		for name, value := range want {
+			if v, ok := got.get(name); !ok || string(v) != string(value) {
+				t.Fatalf("parseArgs(%q): member %q is %q, encoding/json %q", args, name, v, value)
+			}
+		}
+		for _, m := range got {
+			if _, ok := want[string(m.name)]; !ok {
+				t.Fatalf("parseArgs(%q): member %q, not in encoding/json's", args, m.name)
+			}
+		}
+	})
+}
