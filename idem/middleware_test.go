@@ -363,3 +363,29 @@ func TestWhiteSpaceArguments(t *testing.T) {
 		t.Errorf("runs=%d err=%v result %s", runs, err, mustJSON(res))
 	}
 }
+
+// TestLastOfDuplicateOpIDs: of two op_id members, the last is the op id, as
+// the schema check and encoding/json read the arguments: the call is kept
+// under it, and a repeat with the first alone runs again.
+func TestLastOfDuplicateOpIDs(t *testing.T) {
+	runs := 0
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		runs++
+		return nil, nil, nil
+	}, idem.OpID())
+	call := func(args string) *mcp.CallToolResult {
+		t.Helper()
+		res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(args)}}, struct{}{})
+		if err != nil || res == nil || res.IsError {
+			t.Fatalf("%s: err=%v result %s", args, err, mustJSON(res))
+		}
+		return res
+	}
+	call(`{"op_id":"op-first","op_id":"op-last"}`)
+	if res := call(`{"op_id":"op-last"}`); runs != 1 || res.Meta[idem.MetaReplayed] != true {
+		t.Errorf("the last op id: runs=%d, result %s; want a replay", runs, mustJSON(res))
+	}
+	if res := call(`{"op_id":"op-first"}`); runs != 2 || res.Meta[idem.MetaReplayed] == true {
+		t.Errorf("the first op id: runs=%d, result %s; want a first call", runs, mustJSON(res))
+	}
+}

@@ -75,10 +75,11 @@ func (m argMembers) get(name string) (json.RawMessage, bool) {
 // by encoding/json copies every name and value. FuzzParseArgs checks that
 // the members are encoding/json's.
 func parseArgs(args json.RawMessage) (m argMembers, ok bool) {
-	if !json.Valid(args) {
+	if !sjson.Valid(args) {
 		return nil, false
 	}
 	t := sjson.NewTokenizer(args)
+	defer t.Reset(nil) // gives back its stack, which it does itself only at the end of the input
 	if !t.Next() || t.Delim != '{' {
 		return nil, false
 	}
@@ -134,8 +135,9 @@ func opIDOf(args argMembers, meta map[string]any) (string, *Error) {
 }
 
 // stringOf returns the string the JSON value raw holds, and whether it is a
-// string.
+// string (decoded by segmentio's Unmarshal: a quarter of encoding/json's
+// time; FuzzParseArgs compares the two).
 func stringOf(raw json.RawMessage) (string, bool) {
 	var s string
-	return s, len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
+	return s, len(raw) > 0 && raw[0] == '"' && sjson.Unmarshal(raw, &s) == nil
 }

@@ -3,18 +3,21 @@ package idem
 import (
 	"encoding/json"
 	"testing"
+
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // FuzzParseArgs compares parseArgs, which walks the arguments with
 // segmentio's tokenizer, with encoding/json's decode into a map: the same
 // members, the same values as sent, the last of duplicates, and the same
-// answer for what is not a JSON object.
+// answer for what is not a JSON object; and segmentio's Valid and stringOf
+// with encoding/json's.
 func FuzzParseArgs(f *testing.F) {
 	for _, s := range []string{
 		`{"text":"hello","op_id":"a-1"}`, `{}`, `null`, `[]`, `"s"`, `{"a":1,"a":{"b":[1,{"c":null}]}}`,
 		` { "a" : [ ] , "b" : { } } `, `{"op_\u0069d":"x"}`, `{"é":1}`, "{\"\xff\":1}", `{"a":1}x`, `{"a":}`,
 		`{"a":"\ud800"}`, `{"\ud800":1}`, `{"\ud83d\ude00":1,"\ud83d":2}`, `{"a\u0000b":1}`, "{\"\xed\xa0\x80\":1}",
-		"{\"\xf0\x9f\x98\x80\":[\"\xff\"]}", `{"a\/b":1,"a/b":2}`, `{"a":1e400}`, `{"a":[1,2],"b":true,"c":false,"d":-0.5e-3}`,
+		"{\"\xf0\x9f\x98\x80\":[\"\xff\"]}", `{"a\/b":1,"a/b":2}`, `{"op_id":"a\u00e9\ud800\"\\"}`, "{\"op_id\":\"\xff\"}", `{"a":1e400}`, `{"a":[1,2],"b":true,"c":false,"d":-0.5e-3}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -25,9 +28,17 @@ func FuzzParseArgs(f *testing.F) {
 		if ok != wantOK {
 			t.Fatalf("parseArgs(%q): ok %v, encoding/json %v", args, ok, wantOK)
 		}
+		if sjson.Valid(args) != json.Valid(args) {
+			t.Fatalf("Valid(%q): segmentio %v, encoding/json %v", args, sjson.Valid(args), json.Valid(args))
+		}
 		for name, value := range want {
 			if v, ok := got.get(name); !ok || string(v) != string(value) {
 				t.Fatalf("parseArgs(%q): member %q is %q, encoding/json %q", args, name, v, value)
+			}
+			var s string
+			isString := json.Unmarshal(value, &s) == nil
+			if gs, ok := stringOf(value); ok != isString || gs != s {
+				t.Fatalf("stringOf(%q) = %q, %v; encoding/json %q, %v", value, gs, ok, s, isString)
 			}
 		}
 		for _, m := range got {

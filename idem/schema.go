@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // publishable returns s as the JSON object a tools/list sends, with every
@@ -147,7 +148,7 @@ func isEmptySchema(s *jsonschema.Schema) bool {
 // check returns the arguments with the schema's defaults applied, or a
 // refusal. Absent or null arguments are the empty object.
 func (ic *inputCheck) check(args json.RawMessage) (json.RawMessage, *Error) {
-	if ic.fast != nil && len(args) > 0 && args[0] == '{' && json.Valid(args) && ic.fast.fastValid(args) {
+	if ic.fast != nil && len(args) > 0 && args[0] == '{' && sjson.Valid(args) && ic.fast.fastValid(args) {
 		return args, nil // what the full validator accepts, as sent
 	}
 	return ic.checkFull(args)

@@ -825,4 +825,22 @@ var mutations = []mutation{
 		Pkg:    "./idem/mcpgo",
 		Run:    "^TestMiddlewareOnMemory$/^(SameOpIDTwice|DifferentOpsOnOneRecordLoseNothing)$",
 	},
+	{
+		Name:   "idem/args-last-duplicate",
+		Guards: "of duplicate op_id members the last is the op id, as the schema check reads the arguments",
+		File:   "idem/opid.go",
+		From:   "for i := len(m) - 1; i >= 0; i-- {",
+		To:     "for i := range m {",
+		Pkg:    "./idem",
+		Run:    "^(TestLastOfDuplicateOpIDs|FuzzParseArgs)$",
+	},
+	{
+		Name:   "oprecord/decode-fallback",
+		Guards: "an op record segmentio's decoder refuses is decoded as encoding/json decodes it",
+		File:   "internal/oprecord/decode.go",
+		From:   "\t*r = saved\n\treturn json.Unmarshal(data, (*plain)(r))",
+		To:     "\t*r = saved\n\t_ = json.Unmarshal // the import kept\n\treturn sjson.Unmarshal(data, (*plain)(r))",
+		Pkg:    "./internal/oprecord",
+		Run:    "^(TestUnmarshalJSONAsEncodingJSON|FuzzRecordUnmarshalJSON)$",
+	},
 }
