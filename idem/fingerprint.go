@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
-	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/idemkit/sdk/internal/oprecord"
 )
@@ -63,7 +62,7 @@ func fingerprintSum(args json.RawMessage) ([sha256.Size]byte, error) {
 	if !utf8.Valid(trimmed) {
 		return [sha256.Size]byte{}, errors.New("idem: arguments are not valid UTF-8")
 	}
-	if sjson.Valid(trimmed) {
+	if json.Valid(trimmed) {
 		var buf [512]byte
 		if canon, ok := appendCanonical(buf[:0], trimmed, opIDArgument); ok {
 			return sha256.Sum256(canon), nil

@@ -128,11 +128,11 @@ func (t *tool[In, Out]) call(ctx context.Context, o *op, c *Call) (*answer, *Err
 // The op id is "" when the call carries none.
 func (t *tool[In, Out]) check(c *Call) (in In, opID string, refused *Error) {
 	raw := c.Arguments
-	args, invalid := t.in.check(raw)
 	// The op id and the keys are checked first, even when the rest of the
 	// arguments fails the schema; named is empty for absent or null
 	// arguments.
 	named, isObject := parseArgs(raw)
+	args, invalid := t.in.check(raw, isObject)
 	if !isObject && invalid != nil {
 		return in, "", invalid // not a JSON object, or not JSON at all
 	}

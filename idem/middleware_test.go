@@ -389,3 +389,24 @@ func TestLastOfDuplicateOpIDs(t *testing.T) {
 		t.Errorf("the first op id: runs=%d, result %s; want a first call", runs, mustJSON(res))
 	}
 }
+
+// TestDeeplyNestedArgumentsAreRefused: arguments nested deeper than
+// encoding/json reads are refused with invalid_arguments before the handler
+// runs, on a tool whose schema takes any value for the property.
+func TestDeeplyNestedArgumentsAreRefused(t *testing.T) {
+	runs := 0
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in struct {
+		A any `json:"a"`
+	}) (*mcp.CallToolResult, any, error) {
+		runs++
+		return nil, nil, nil
+	}, idem.OpID())
+	const depth = 10_001
+	args := `{"op_id":"op-1","a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
+	res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(args)}}, struct {
+		A any `json:"a"`
+	}{})
+	if err != nil || res == nil || !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeInvalidArguments) || runs != 0 {
+		t.Errorf("runs=%d err=%v meta %v", runs, err, res.Meta)
+	}
+}

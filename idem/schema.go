@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	sjson "github.com/segmentio/encoding/json"
 )
 
 // publishable returns s as the JSON object a tools/list sends, with every
@@ -146,9 +145,10 @@ func isEmptySchema(s *jsonschema.Schema) bool {
 }
 
 // check returns the arguments with the schema's defaults applied, or a
-// refusal. Absent or null arguments are the empty object.
-func (ic *inputCheck) check(args json.RawMessage) (json.RawMessage, *Error) {
-	if ic.fast != nil && len(args) > 0 && args[0] == '{' && sjson.Valid(args) && ic.fast.fastValid(args) {
+// refusal. Absent or null arguments are the empty object. object says the
+// arguments are a valid JSON object (parseArgs), which the fast check needs.
+func (ic *inputCheck) check(args json.RawMessage, object bool) (json.RawMessage, *Error) {
+	if ic.fast != nil && object && len(args) > 0 && args[0] == '{' && ic.fast.fastValid(args) {
 		return args, nil // what the full validator accepts, as sent
 	}
 	return ic.checkFull(args)

@@ -27,7 +27,7 @@ func BenchmarkInputCheck(b *testing.B) {
 	args := json.RawMessage(`{"text":"hello","op_id":"first-1"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		raw, refused := ic.check(args)
+		raw, refused := ic.check(args, true)
 		if refused != nil {
 			b.Fatal(refused)
 		}

@@ -843,4 +843,13 @@ var mutations = []mutation{
 		Pkg:    "./internal/oprecord",
 		Run:    "^(TestUnmarshalJSONAsEncodingJSON|FuzzRecordUnmarshalJSON)$",
 	},
+	{
+		Name:   "idem/args-nesting-limit",
+		Guards: "arguments nested deeper than encoding/json reads are refused before the fast check and the handler",
+		File:   "idem/opid.go",
+		From:   "if !json.Valid(args) { // encoding/json's",
+		To:     "if !sjson.Valid(args) { // encoding/json's",
+		Pkg:    "./idem",
+		Run:    "^(TestParseArgsDeepNesting|TestDeeplyNestedArgumentsAreRefused)$",
+	},
 }
