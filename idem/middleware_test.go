@@ -354,13 +354,25 @@ func checkOutputEncoding[Out any](t *testing.T, out Out) {
 // the tool's input, and the handler does not run.
 func TestWhiteSpaceArguments(t *testing.T) {
 	runs := 0
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
-		runs++
-		return nil, nil, nil
-	}, idem.OpID())
-	res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(" \n ")}}, struct{}{})
+	call := countingTool[struct{}](&runs)
+	res, err := call(" \n ")
 	if err != nil || res == nil || !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeInvalidArguments) || runs != 0 {
 		t.Errorf("runs=%d err=%v result %s", runs, err, mustJSON(res))
+	}
+}
+
+// countingTool wraps, with an op id, a handler on a fresh memory store that
+// only counts its runs, and returns a function calling it with arguments as
+// sent.
+func countingTool[In any](runs *int) func(args string) (*mcp.CallToolResult, error) {
+	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		*runs++
+		return nil, nil, nil
+	}, idem.OpID())
+	return func(args string) (*mcp.CallToolResult, error) {
+		var in In
+		res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(args)}}, in)
+		return res, err
 	}
 }
 
@@ -369,13 +381,10 @@ func TestWhiteSpaceArguments(t *testing.T) {
 // under it, and a repeat with the first alone runs again.
 func TestLastOfDuplicateOpIDs(t *testing.T) {
 	runs := 0
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
-		runs++
-		return nil, nil, nil
-	}, idem.OpID())
+	tool := countingTool[struct{}](&runs)
 	call := func(args string) *mcp.CallToolResult {
 		t.Helper()
-		res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(args)}}, struct{}{})
+		res, err := tool(args)
 		if err != nil || res == nil || res.IsError {
 			t.Fatalf("%s: err=%v result %s", args, err, mustJSON(res))
 		}
@@ -392,21 +401,19 @@ func TestLastOfDuplicateOpIDs(t *testing.T) {
 
 // TestDeeplyNestedArgumentsAreRefused: arguments nested deeper than
 // encoding/json reads are refused with invalid_arguments before the handler
-// runs, on a tool whose schema takes any value for the property.
+// runs, on a tool whose schema takes any value for the property; the
+// refusal quotes none of them.
 func TestDeeplyNestedArgumentsAreRefused(t *testing.T) {
 	runs := 0
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in struct {
+	call := countingTool[struct {
 		A any `json:"a"`
-	}) (*mcp.CallToolResult, any, error) {
-		runs++
-		return nil, nil, nil
-	}, idem.OpID())
+	}](&runs)
 	const depth = 10_001
-	args := `{"op_id":"op-1","a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
-	res, _, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tool", Arguments: json.RawMessage(args)}}, struct {
-		A any `json:"a"`
-	}{})
+	res, err := call(`{"op_id":"op-1","a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
 	if err != nil || res == nil || !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeInvalidArguments) || runs != 0 {
-		t.Errorf("runs=%d err=%v meta %v", runs, err, res.Meta)
+		t.Fatalf("runs=%d err=%v meta %v", runs, err, res.Meta)
+	}
+	if text := mustJSON(res.Content); strings.Contains(text, "[[") || strings.Contains(text, "op-1") {
+		t.Errorf("the refusal quotes the arguments: %s", text)
 	}
 }
