@@ -121,7 +121,7 @@ func WrapStatus(s Store, decode func(json.RawMessage) (any, error), opts ...Opti
 // ScopeFunc sets who an op belongs to, as [Scope] does, from a [Call]: for
 // adapters, whose scope options find their library's request in c.Request.
 func ScopeFunc(f func(ctx context.Context, c *Call) string) Option {
-	return Option{func(c *config) {
+	return Option{server: "Scope", apply: func(c *config) {
 		if f == nil {
 			c.invalid("Scope needs a function")
 			return

@@ -18,7 +18,12 @@ import (
 // argument name) makes the registration panic, as a tool whose schema is
 // wrong does: it is a mistake in the server's code, and a default put in
 // its place would hide it.
-type Option struct{ apply func(*config) }
+type Option struct {
+	apply func(*config)
+	// server names an option that belongs to the server, not to one tool:
+	// [Guard.Middleware] refuses it among a tool's options.
+	server string
+}
 
 // invalid records the first mistake in the options; newTool and statusTool
 // panic with it.
@@ -42,6 +47,10 @@ type config struct {
 	forApps      bool
 	customScope  bool // Scope was given
 	observe      func(context.Context, Event)
+	// outside: the tool is a Guard's, whose effect lies outside the
+	// store; reconcile settles its unknown outcomes (Reconcile).
+	outside   bool
+	reconcile func(ctx context.Context, c *Call, p Pending) (any, error)
 
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
@@ -85,7 +94,7 @@ func newConfig(opts []Option) *config {
 // replace-by-key on them, so every repeat of a call writes the same record
 // and the tool says idempotentHint: true.
 func RecordKeys(args ...string) Option {
-	return Option{func(c *config) {
+	return Option{apply: func(c *config) {
 		if len(args) == 0 || slices.Contains(args, "") {
 			c.invalid("RecordKeys needs argument names, none empty")
 		}
@@ -103,7 +112,7 @@ func RecordKeys(args ...string) Option {
 // without one run twice. A tool with OpID and no [RecordKeys] therefore says
 // idempotentHint: false (clients that replay a lost call on that hint would
 // otherwise write twice); use [RequireOpID] when every caller can mint one.
-func OpID() Option { return Option{func(c *config) { c.opID = true }} }
+func OpID() Option { return Option{apply: func(c *config) { c.opID = true }} }
 
 // RequireOpID is [OpID] with the op id required: the input schema lists
 // op_id in required, its description tells the caller to mint one per
@@ -111,7 +120,7 @@ func OpID() Option { return Option{func(c *config) { c.opID = true }} }
 // refused with invalid_op_id. Since every call then carries an op id, every
 // repeat of the same arguments answers the stored result, and the tool says
 // idempotentHint: true.
-func RequireOpID() Option { return Option{func(c *config) { c.requireOpID = true }} }
+func RequireOpID() Option { return Option{apply: func(c *config) { c.requireOpID = true }} }
 
 // ForApps declares a [RequireOpID] tool with no record key to be for app
 // callers, which mint an op id once and resend it: a model that lost an
@@ -122,13 +131,13 @@ func RequireOpID() Option { return Option{func(c *config) { c.requireOpID = true
 // model's retry is unsafe. Give models a keyed tool for the same write
 // beside it. ForApps without RequireOpID, or with RecordKeys, makes the
 // registration panic.
-func ForApps() Option { return Option{func(c *config) { c.forApps = true }} }
+func ForApps() Option { return Option{apply: func(c *config) { c.forApps = true }} }
 
 // TTL sets how long an op record is kept (default 24 hours). A call with the
 // same op id after that runs again. A TTL that is not positive makes the
 // registration panic.
 func TTL(d time.Duration) Option {
-	return Option{func(c *config) {
+	return Option{server: "TTL", apply: func(c *config) {
 		if d <= 0 {
 			c.invalid("TTL must be positive, not %v", d)
 		}
@@ -137,11 +146,13 @@ func TTL(d time.Duration) Option {
 }
 
 // RequireScope refuses calls whose scope is empty with scope_required.
-func RequireScope() Option { return Option{func(c *config) { c.requireScope = true }} }
+func RequireScope() Option {
+	return Option{server: "RequireScope", apply: func(c *config) { c.requireScope = true }}
+}
 
 // Clock sets the clock for op record expiry (default time.Now).
 func Clock(now func() time.Time) Option {
-	return Option{func(c *config) {
+	return Option{server: "Clock", apply: func(c *config) {
 		if now == nil {
 			c.invalid("Clock needs a function")
 			return
@@ -159,7 +170,7 @@ func Clock(now func() time.Time) Option {
 // (docs/observability.md). A handler's panic adds a record with its stack.
 // The default discards.
 func Logger(l *slog.Logger) Option {
-	return Option{func(c *config) {
+	return Option{server: "Logger", apply: func(c *config) {
 		if l == nil {
 			c.invalid("Logger needs a logger")
 			return
@@ -172,7 +183,7 @@ func Logger(l *slog.Logger) Option {
 // op id to finish before it is refused with busy (default 30 s). A duration
 // that is not positive makes the registration panic.
 func BusyAfter(d time.Duration) Option {
-	return Option{func(c *config) {
+	return Option{server: "BusyAfter", apply: func(c *config) {
 		if d <= 0 {
 			c.invalid("BusyAfter must be positive, not %v", d)
 		}
@@ -188,7 +199,7 @@ func BusyAfter(d time.Duration) Option {
 // the op record's create at commit, at the price of a transaction that runs
 // the handler and rolls back. Choose ReadFirst when repeats usually reach
 // another process than the first call did.
-func ReadFirst() Option { return Option{func(c *config) { c.readFirst = true }} }
+func ReadFirst() Option { return Option{apply: func(c *config) { c.readFirst = true }} }
 
 // An Event describes how a tool call ended, to the function given to
 // [Observe]: what the middleware's log record says, with the op id itself.
@@ -212,7 +223,7 @@ type Event struct {
 // for alerts and metrics of one's own. f runs on the call's goroutine,
 // before the answer is sent.
 func Observe(f func(context.Context, Event)) Option {
-	return Option{func(c *config) {
+	return Option{server: "Observe", apply: func(c *config) {
 		if f == nil {
 			c.invalid("Observe needs a function")
 		}

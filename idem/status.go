@@ -24,7 +24,7 @@ type operationQuery struct {
 
 // operationStatus is the output of the get_operation tool.
 type operationStatus struct {
-	Status string `json:"status" jsonschema:"committed or not_committed"`
+	Status string `json:"status" jsonschema:"committed, not_committed, in_progress (still running) or unknown (it ended without an answer, and whether it took effect cannot be told yet)"`
 	// Result is the tool result the handler returned (null when it
 	// returned none and the answer was its structured output alone).
 	Result any `json:"result,omitempty" jsonschema:"for committed operations: the tool result the handler returned"`
@@ -62,15 +62,7 @@ func statusTool(s Store, decode func(json.RawMessage) (any, error), opts ...Opti
 			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
 			return Reply{}, zero, newError(CodeInternal, lookupFailedMessage)
 		}
-		at := rec.CommittedAt
-		st := operationStatus{Status: "committed", CommittedAt: &at}
-		if len(rec.Result) > 0 && string(rec.Result) != "null" {
-			st.Result = rec.Result
-		}
-		if out := rec.StructuredOutput(); out != nil {
-			st.Output = out
-		}
-		return Reply{}, st, nil
+		return Reply{}, statusOf(&rec, c.now()), nil
 	}
 	t, err := newTool(def, c, s, lookup, decode)
 	if err != nil {
@@ -161,4 +153,62 @@ func lookupOpID(arg string, meta map[string]any) (string, *Error) {
 		return "", newError(CodeInvalidOpID, lookupBadOpIDMessage)
 	}
 	return arg, nil
+}
+
+// statusOf is what get_operation says of rec, read at now.
+func statusOf(rec *oprecord.Record, now time.Time) operationStatus {
+	switch stateOf(rec, now) {
+	case claimHeld:
+		return operationStatus{Status: "in_progress"}
+	case claimUnknown:
+		return operationStatus{Status: "unknown"}
+	}
+	at := rec.CommittedAt
+	st := operationStatus{Status: "committed", CommittedAt: &at}
+	if len(rec.Result) > 0 && string(rec.Result) != "null" {
+		st.Result = rec.Result
+	}
+	if out := rec.StructuredOutput(); out != nil {
+		st.Output = out
+	}
+	return st
+}
+
+// lookup answers get_operation for a Guard, whose guarded tools (ps) may
+// settle an unknown outcome with their reconcile function, inside this
+// request of the operation's caller.
+func (g *Guard) lookup(ctx context.Context, ps map[string]*policy, c *Call, decode func(json.RawMessage) (any, error)) Answer {
+	if refused := checkLookup(ctx, g.c, c); refused != nil {
+		return refusal(refused)
+	}
+	var q operationQuery
+	_ = json.Unmarshal(c.Arguments, &q) // its shape is checked
+	opID, _ := lookupOpID(q.OpID, c.Meta)
+	scope, _ := lookupScope(ctx, g.c, c)
+	k := oprecord.Key(scope, q.Tool, opID)
+	rec, err := g.read(ctx, k)
+	var st operationStatus
+	switch {
+	case errors.Is(err, ErrNotFound):
+		st.Status = "not_committed"
+	case err != nil:
+		g.c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
+		return refusal(newError(CodeInternal, lookupFailedMessage))
+	default:
+		st = statusOf(rec, g.c.now())
+		if p := ps[q.Tool]; p != nil && st.Status == "unknown" {
+			_, done, ok := g.reconcile(ctx, decode, p.c, c, k, rec, upstreamKey(scope, q.Tool, opID))
+			switch {
+			case ok && done != nil:
+				st = statusOf(done, g.c.now())
+			case ok:
+				st = operationStatus{Status: "not_committed"}
+			}
+		}
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return refusal(newError(CodeInternal, lookupFailedMessage))
+	}
+	return Answer{Structured: b}
 }

@@ -42,7 +42,7 @@ const (
 // call (docs/observability.md). The default is the global provider
 // (otel.GetTracerProvider), which drops them until the program sets one.
 func TracerProvider(tp trace.TracerProvider) Option {
-	return Option{func(c *config) {
+	return Option{server: "TracerProvider", apply: func(c *config) {
 		if tp == nil {
 			c.invalid("TracerProvider needs a provider")
 			return
@@ -55,7 +55,7 @@ func TracerProvider(tp trace.TracerProvider) Option {
 // The default is the global provider (otel.GetMeterProvider), which drops
 // them until the program sets one.
 func MeterProvider(mp metric.MeterProvider) Option {
-	return Option{func(c *config) {
+	return Option{server: "MeterProvider", apply: func(c *config) {
 		if mp == nil {
 			c.invalid("MeterProvider needs a provider")
 			return

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -115,6 +116,10 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 func retryNotes(c *config, def ToolDef, idempotent bool) []string {
 	var notes []string
 	switch {
+	case len(c.keys) > 0 && c.outside:
+		keys := joinAnd(quoteAll(c.keys))
+		notes = append(notes, fmt.Sprintf("Safe to retry with the same arguments: a repeat with the same %s within %s is answered with the first call's answer and does nothing again, so an identical call meant as a new one in that time also gets the first answer; change %s to make a new one.",
+			keys, humanDuration(c.ttl), keys))
 	case len(c.keys) > 0:
 		notes = append(notes, fmt.Sprintf("Safe to retry with the same %s: %s the record, so a repeat writes it again instead of adding one.",
 			joinAnd(quoteAll(c.keys)), map[bool]string{true: "it names", false: "they name"}[len(c.keys) == 1]))
@@ -135,6 +140,19 @@ const (
 	opIDRequiredNote  = "(required): an id for this one operation (a UUID), chosen before its first attempt. To retry after an error or a lost answer, resend the same op_id, or first ask get_operation (if listed) whether it committed; never send a new op_id for a retry: a new op_id is a new operation, done again. 1..128 printable ASCII characters."
 	notRepeatableNote = "A repeat may act again: after an error or a lost answer, check whether the call took effect before sending it again."
 )
+
+// humanDuration writes d for a sentence: "24 hours", "90 minutes", "1m30s".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "an hour"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.String()
+}
 
 // joinAnd joins "a", "b" and "c" as a list in a sentence.
 func joinAnd(ss []string) string {

@@ -46,7 +46,26 @@ type Record struct {
 	// across processes: after a commit of unknown outcome the middleware
 	// tells its own commit from another call's by it.
 	Attempt string `json:"attempt,omitempty"`
+
+	// The fields below are an outside call's (idem.Guard): its claim is
+	// stored before the handler runs, and its answer replaces it.
+
+	// State is "" for a stored answer, Claimed while a handler holds the
+	// claim, Unknown once a claim ended without an answer.
+	State string `json:"state,omitempty"`
+	// Token names the claim's owner: a settle is fenced on it.
+	Token string `json:"token,omitempty"`
+	// LeaseUntil is when a claim counts as abandoned.
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	// Args are the call's arguments (op_id removed), for reconcile.
+	Args json.RawMessage `json:"args,omitempty"`
 }
+
+// The states of an outside call's record (Record.State).
+const (
+	Claimed = "claimed"
+	Unknown = "unknown"
+)
 
 // EncodeDocument returns r as its stored document: what encoding/json
 // writes, written by segmentio's encoder, which the go-sdk already uses

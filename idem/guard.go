@@ -1,0 +1,345 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A Guard protects the tools of a server you already have: it is made once
+// per server from the store and the server-wide settings, and its
+// [Guard.Middleware] guards the tools you name, leaving their handlers and
+// their registration as they are:
+//
+//	guard := idem.New(store, &idem.Options{TTL: 24 * time.Hour})
+//	srv.AddReceivingMiddleware(guard.Middleware(idem.Tools{
+//		"create_issue":      {idem.RequireOpID()},
+//		"add_issue_comment": {idem.RecordKeys("owner", "repo", "issue_number", "body")},
+//	}))
+//
+// A guarded tool's effect is taken to lie outside the store, as a call to
+// a REST API or a write to the server's own database does: a call claims
+// its operation in the store (a commit of its own) before the handler
+// runs, no transaction is open while the handler runs, and the handler's
+// answer, structured content included, replaces the claim and is replayed
+// to every repeat. The handler finds the key to forward upstream with
+// [IdempotencyKey], and says that a failure certainly did not happen with
+// [NotDone]; any other failure leaves the outcome unknown, and a repeat is
+// answered unknown_outcome until a [Reconcile] function settles it or the
+// claim outlives the TTL.
+//
+// Everything a call needs lives in the store, not in the process: a Guard
+// works for servers that build a new mcp.Server per request, and a repeat
+// may reach another process. A Guard is safe for concurrent use; share one
+// among all the servers that use the same store.
+type Guard struct {
+	s     Store
+	c     *config // the server-wide settings
+	lease time.Duration
+	fl    *flights
+
+	status *Wrapped // get_operation, as published
+
+	mu   sync.Mutex            // guards defs
+	defs map[defKey]*guardTool // the guarded tools as the server lists them
+}
+
+// Options are a [Guard]'s server-wide settings. The zero value of each field
+// is its default.
+type Options struct {
+	// TTL is how long a claim or an answer is kept (default 24 hours): a
+	// repeat after that runs again. With RecordKeys it is also how long an
+	// identical call made on purpose is answered with the first one.
+	TTL time.Duration
+	// Lease bounds a handler's run (default 1 minute): its context ends a
+	// tenth of the lease early, and a claim whose lease has passed without
+	// an answer counts as abandoned (the process died), its outcome
+	// unknown.
+	Lease time.Duration
+	// BusyAfter bounds how long a repeat waits for the call that holds the
+	// claim before it is answered busy (default 30 seconds).
+	BusyAfter time.Duration
+	// Scope says who an operation belongs to; the default is the
+	// authenticated user id of the request (req.Extra.TokenInfo.UserID),
+	// or "" without one. Operations are looked up within a scope.
+	Scope func(ctx context.Context, req *mcp.CallToolRequest) string
+	// RequireScope refuses a guarded call whose scope is "" with
+	// scope_required.
+	RequireScope bool
+	// Logger gets one record per guarded call (default: discard).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Tools names the tools a [Guard.Middleware] guards, each with the options
+// that differ per tool: [RecordKeys], [OpID], [RequireOpID], [ForApps] and
+// [Reconcile]. A tool with none of the first three is guarded only when
+// its client sends a stable id of the call (see docs/clients.md).
+type Tools map[string][]Option
+
+// New returns the Guard of a server whose operations are kept in s. It
+// panics if s is nil or a duration in opts is negative: mistakes in the
+// server's code.
+func New(s Store, opts *Options) *Guard {
+	if s == nil {
+		panic("idem: New needs a store")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	var base []Option
+	if opts.TTL != 0 {
+		base = append(base, TTL(opts.TTL))
+	}
+	if opts.BusyAfter != 0 {
+		base = append(base, BusyAfter(opts.BusyAfter))
+	}
+	if opts.Scope != nil {
+		base = append(base, Scope(opts.Scope))
+	}
+	if opts.RequireScope {
+		base = append(base, RequireScope())
+	}
+	if opts.Logger != nil {
+		base = append(base, Logger(opts.Logger))
+	}
+	if opts.Now != nil {
+		base = append(base, Clock(opts.Now))
+	}
+	c := newConfig(base)
+	if c.err != nil {
+		panic("idem: New: " + c.err.Error())
+	}
+	lease := time.Minute
+	switch {
+	case opts.Lease < 0:
+		panic(fmt.Sprintf("idem: New: Lease must not be negative, not %v", opts.Lease))
+	case opts.Lease > 0:
+		lease = opts.Lease
+	}
+	status, err := WrapStatus(s, decodeResult, base...)
+	if err != nil {
+		panic(err.Error())
+	}
+	return &Guard{s: s, c: c, lease: lease, fl: &flights{m: make(map[Key]chan struct{})},
+		status: status, defs: make(map[defKey]*guardTool)}
+}
+
+// A policy is how a Guard guards one tool: the server-wide settings with
+// the tool's own options applied.
+type policy struct {
+	name string
+	opts []Option
+	c    *config
+}
+
+// policies checks tools and returns their policies. It panics on an option
+// that belongs to the server, or one given a value it cannot use.
+func (g *Guard) policies(tools Tools) map[string]*policy {
+	ps := make(map[string]*policy, len(tools))
+	for name, opts := range tools {
+		if name == "" || name == statusToolName {
+			panic(fmt.Sprintf("idem: Middleware: %q cannot be guarded", name))
+		}
+		for _, o := range opts {
+			if o.server != "" {
+				panic(fmt.Sprintf("idem: Middleware: tool %q: %s is a server-wide setting: set it once in idem.Options", name, o.server))
+			}
+		}
+		p := &policy{name: name, opts: opts, c: g.toolConfig(opts)}
+		if p.c.err != nil {
+			panic(fmt.Sprintf("idem: Middleware: tool %q: %v", name, p.c.err))
+		}
+		ps[name] = p
+	}
+	return ps
+}
+
+// toolConfig is the Guard's settings with a tool's options applied.
+func (g *Guard) toolConfig(opts []Option) *config {
+	c := *g.c
+	c.keys = nil
+	for _, o := range opts {
+		if o.apply != nil {
+			o.apply(&c)
+		}
+	}
+	c.opID = c.opID || c.requireOpID
+	c.outside = true
+	c.instruments = nil // a guarded call is reported by the Guard's log record
+	if c.forApps && (!c.requireOpID || len(c.keys) > 0) {
+		c.invalid("ForApps is for a tool with RequireOpID and no RecordKeys")
+	}
+	return &c
+}
+
+// A guardTool is a guarded tool as the server lists it: what to publish
+// instead, and how its calls are checked.
+type guardTool struct {
+	p       *policy
+	t       *tool[json.RawMessage, any] // the checks and the published definition; its handler is never called
+	ownOpID bool                        // the server's own schema has an op_id property: it is passed on
+}
+
+// defKey names one definition of a tool: its name and a hash of how the
+// server lists it.
+type defKey struct {
+	name string
+	sum  [sha256.Size]byte
+}
+
+// guardTool returns the guarded form of def, the tool as the server lists
+// it, made once per definition. It returns nil and an error when the
+// server's definition cannot be guarded (a schema that cannot be read).
+func (g *Guard) guardTool(p *policy, def ToolDef, raw []byte) (*guardTool, error) {
+	k := defKey{name: def.Name, sum: sha256.Sum256(raw)}
+	g.mu.Lock()
+	gt, ok := g.defs[k]
+	g.mu.Unlock()
+	if ok {
+		return gt, nil
+	}
+	_, ownOpID := schemaProperties(def.InputSchema)[opIDArgument]
+	t, err := newTool[json.RawMessage, any](def, p.c, g.s, nil, decodeResult)
+	if err != nil && def.Idempotent {
+		// The server's own claim cannot stand with these options (an
+		// optional op id and no keys): the hint says false.
+		def.Idempotent = false
+		t, err = newTool[json.RawMessage, any](def, p.c, g.s, nil, decodeResult)
+	}
+	if err != nil {
+		return nil, err
+	}
+	gt = &guardTool{p: p, t: t, ownOpID: ownOpID}
+	g.mu.Lock()
+	if len(g.defs) >= maxGuardDefs {
+		clear(g.defs) // a server that makes new definitions without end: start again
+	}
+	g.defs[k] = gt
+	g.mu.Unlock()
+	return gt, nil
+}
+
+// maxGuardDefs bounds the definitions a Guard keeps.
+const maxGuardDefs = 4096
+
+// schemaProperties returns the properties of an input schema in any form,
+// nil when it has none.
+func schemaProperties(schema any) map[string]json.RawMessage {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil
+	}
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(b, &s)
+	return s.Properties
+}
+
+// ErrNotDone marks an error after which the effect certainly did not
+// happen: the API refused the request, or it was never sent. Wrap a
+// handler's error with [NotDone].
+var ErrNotDone = errors.New("idem: the effect did not happen")
+
+// NotDone wraps err to say that the call's effect certainly did not happen,
+// so that a guarded call's claim is released and a repeat runs again. A
+// handler returns it as its error, or sets it on its error result
+// (res.SetError(idem.NotDone(err))). Without it, a failed guarded call's
+// outcome is unknown. NotDone(nil) is nil.
+func NotDone(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notDoneError{err}
+}
+
+type notDoneError struct{ err error }
+
+func (e *notDoneError) Error() string        { return e.err.Error() }
+func (e *notDoneError) Unwrap() []error      { return []error{ErrNotDone, e.err} }
+func (e *notDoneError) Is(target error) bool { return target == ErrNotDone }
+
+// A Pending is a guarded call whose outcome is unknown: its claim ended
+// without an answer (the handler failed in a way it did not say was
+// [NotDone], or the process died). A [Reconcile] function is asked about
+// it.
+type Pending struct {
+	Tool string
+	// Arguments are the arguments of the call that claimed it, op_id
+	// removed.
+	Arguments json.RawMessage
+	// Key is the key that call had to forward upstream ([IdempotencyKey]).
+	Key       string
+	ClaimedAt time.Time
+}
+
+// Reconcile sets how a guarded tool's unknown outcomes are settled. f is
+// called, with no transaction open, inside a request of the caller that
+// owns the operation (so with its credentials): a repeat of the call, or
+// get_operation asking about it. f looks at the outside world (a search
+// for the issue the call would have made, say) and returns:
+//
+//   - the result the call would have answered, when the effect happened:
+//     it is stored as the call's answer and replayed;
+//   - an error wrapping [ErrNotDone] ([NotDone]), when it certainly did not
+//     happen: the claim is released, and a repeat runs the handler;
+//   - any other error, or a nil result, when it cannot tell: the outcome
+//     stays unknown.
+func Reconcile(f func(ctx context.Context, req *mcp.CallToolRequest, p Pending) (*mcp.CallToolResult, error)) Option {
+	return Option{apply: func(c *config) {
+		if f == nil {
+			c.invalid("Reconcile needs a function")
+			return
+		}
+		c.reconcile = func(ctx context.Context, call *Call, p Pending) (any, error) {
+			req, _ := call.Request.(*mcp.CallToolRequest)
+			res, err := f(ctx, req, p)
+			if res == nil {
+				return nil, err
+			}
+			return res, err
+		}
+	}}
+}
+
+type idempotencyKeyKey struct{}
+
+// IdempotencyKey returns the key a guarded call forwards upstream, for
+// example as an Idempotency-Key header, and whether ctx is a guarded
+// call's. The key is made from what identifies the operation (the scope,
+// the tool, and the op id or the record keys' values), never from a
+// JSON-RPC id or a session: every repeat of the operation, on any
+// connection or process, gets the same key, and no other operation does.
+// It is a UUID (version 8, RFC 9562), which APIs that want a UUID take.
+func IdempotencyKey(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(idempotencyKeyKey{}).(string)
+	return k, ok
+}
+
+// upstreamKey derives the key of (scope, tool, identity) for IdempotencyKey.
+func upstreamKey(scope, tool, identity string) string {
+	h := sha256.New()
+	h.Write([]byte("idemkit upstream key\x00"))
+	for _, s := range []string{scope, tool, identity} {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
+		h.Write([]byte(s))
+	}
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x80 // version 8
+	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
+	x := hex.EncodeToString(u[:])
+	return strings.Join([]string{x[:8], x[8:12], x[12:16], x[16:20], x[20:]}, "-")
+}

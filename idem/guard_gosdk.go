@@ -1,0 +1,202 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Middleware returns the go-sdk receiving middleware that guards the
+// named tools of a server (see [Guard]), for [mcp.Server.AddReceivingMiddleware]:
+//
+//	srv.AddReceivingMiddleware(guard.Middleware(idem.Tools{"create_issue": {idem.RequireOpID()}}))
+//
+// It leaves the server's handlers and registration as they are, and
+//
+//   - rewrites tools/list: each guarded tool says idempotentHint: true
+//     only where every repeat of the same arguments has no further effect
+//     (record keys, or a required op id), gains op_id in its input schema
+//     when it takes one, and a description that says which arguments are
+//     keys and who mints op_id; get_operation is listed;
+//   - guards tools/call of a guarded tool: the op id and the record keys
+//     are checked, then the arguments against the tool's input schema, with
+//     the coded refusals of [AddTool]; a repeat of an operation that has an
+//     answer gets it back, with _meta["io.idemkit/replayed"]; otherwise the
+//     call claims the operation, the server's handler runs (without the
+//     op_id argument, which the server's own schema does not know), and its
+//     answer is stored;
+//   - serves get_operation: committed (with the stored answer),
+//     not_committed, in_progress or unknown, settling an unknown outcome
+//     with the tool's [Reconcile] function first.
+//
+// A handler's result with IsError set, or an error, leaves the outcome
+// unknown unless it wraps [ErrNotDone] (a result's error is read with
+// GetError, so a typed handler's error counts too); a protocol error
+// (*jsonrpc.Error, as for an unknown tool) or a request for input releases
+// the claim. The first answer of an unknown outcome is the handler's own,
+// with _meta["io.idemkit/error"] set to unknown_outcome and a sentence
+// added that says so.
+//
+// The middleware looks a guarded tool's definition up with tools/list
+// through the handlers after it, and keeps what it makes of each
+// definition, so that a server built anew per request costs no more than
+// one built once. Middleware panics if a tool's options hold a server-wide
+// setting or a value they cannot use.
+func (g *Guard) Middleware(tools Tools) mcp.Middleware {
+	ps := g.policies(tools)
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "tools/list":
+				res, err := next(ctx, method, req)
+				if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+					return g.listed(ctx, lr, ps), nil
+				}
+				return res, err
+			case "tools/call":
+				cr, ok := req.(*mcp.CallToolRequest)
+				if !ok || cr.Params == nil {
+					break
+				}
+				if cr.Params.Name == statusToolName {
+					return resultOf(g.lookup(ctx, ps, callOf(cr), decodeResult)), nil
+				}
+				if p := ps[cr.Params.Name]; p != nil {
+					return g.callTool(ctx, p, cr, next)
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// listed is lr with the guarded tools as they are published, and
+// get_operation on the last page.
+func (g *Guard) listed(ctx context.Context, lr *mcp.ListToolsResult, ps map[string]*policy) *mcp.ListToolsResult {
+	out := *lr
+	out.Tools = make([]*mcp.Tool, 0, len(lr.Tools)+1)
+	status := &mcp.Tool{Name: statusToolName, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
+	status = published(status, g.status.Def)
+	listedStatus := false
+	for _, t := range lr.Tools {
+		switch {
+		case t == nil:
+		case t.Name == statusToolName:
+			t, listedStatus = status, true
+		case ps[t.Name] != nil:
+			if gt := g.sdkGuardTool(ctx, ps[t.Name], t); gt != nil {
+				t = published(t, gt.t.def)
+			}
+		}
+		out.Tools = append(out.Tools, t)
+	}
+	if !listedStatus && lr.NextCursor == "" {
+		out.Tools = append(out.Tools, status)
+	}
+	return &out
+}
+
+// sdkGuardTool is the guarded form of t, nil when t cannot be guarded (the
+// error is logged).
+func (g *Guard) sdkGuardTool(ctx context.Context, p *policy, t *mcp.Tool) *guardTool {
+	raw, err := json.Marshal(t)
+	if err == nil {
+		var gt *guardTool
+		if gt, err = g.guardTool(p, toolDef(t), raw); err == nil {
+			return gt
+		}
+	}
+	g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: a tool named in Middleware cannot be guarded; it runs unguarded",
+		slog.String("tool", p.name), slog.String("error", err.Error()))
+	return nil
+}
+
+// callTool answers a call of a guarded tool.
+func (g *Guard) callTool(ctx context.Context, p *policy, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
+	t := findTool(ctx, req, next)
+	var gt *guardTool
+	if t != nil {
+		gt = g.sdkGuardTool(ctx, p, t)
+	}
+	if gt == nil {
+		return next(ctx, "tools/call", req) // the server answers: an unknown tool, say
+	}
+	run := func(ctx context.Context, args json.RawMessage) handlerReply {
+		r := *req
+		params := *req.Params
+		params.Arguments = args
+		r.Params = &params
+		return replyOfCall(next(ctx, "tools/call", &r))
+	}
+	ga := g.serve(ctx, gt, callOf(req), run)
+	if ga.reply == nil {
+		return resultOf(ga.Answer), nil
+	}
+	if ga.reply.err != nil {
+		return nil, ga.reply.err
+	}
+	res, _ := ga.reply.result.(*mcp.CallToolResult)
+	if res == nil {
+		res = &mcp.CallToolResult{Content: []mcp.Content{}}
+	}
+	if len(ga.Meta) > 0 {
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		maps.Copy(res.Meta, ga.Meta)
+	}
+	if ga.Text != "" {
+		res.Content = append(res.Content, &mcp.TextContent{Text: ga.Text})
+	}
+	return res, nil
+}
+
+// findTool returns the server's definition of the tool req calls, as the
+// handlers after the middleware list it; nil for none.
+func findTool(ctx context.Context, req *mcp.CallToolRequest, next mcp.MethodHandler) *mcp.Tool {
+	cursor := ""
+	for range 1000 {
+		res, err := next(ctx, "tools/list", &mcp.ListToolsRequest{Session: req.Session, Extra: req.Extra, Params: &mcp.ListToolsParams{Cursor: cursor}})
+		lr, ok := res.(*mcp.ListToolsResult)
+		if err != nil || !ok {
+			return nil
+		}
+		for _, t := range lr.Tools {
+			if t != nil && t.Name == req.Params.Name {
+				return t
+			}
+		}
+		if cursor = lr.NextCursor; cursor == "" {
+			return nil
+		}
+	}
+	return nil
+}
+
+// replyOfCall is how the server's handler answered a guarded call.
+func replyOfCall(res mcp.Result, err error) handlerReply {
+	if err != nil {
+		var we *jsonrpc.Error
+		if errors.As(err, &we) || errors.Is(err, ErrNotDone) {
+			return handlerReply{err: err, effect: effectNotDone}
+		}
+		return handlerReply{err: err, effect: effectUnknown}
+	}
+	r, _ := res.(*mcp.CallToolResult)
+	switch {
+	case r == nil:
+		return handlerReply{result: &mcp.CallToolResult{Content: []mcp.Content{}}}
+	case r.InputRequests != nil:
+		return handlerReply{result: r, effect: effectNotDone}
+	case r.IsError && errors.Is(r.GetError(), ErrNotDone):
+		return handlerReply{result: r, effect: effectNotDone}
+	case r.IsError:
+		return handlerReply{result: r, effect: effectUnknown}
+	}
+	return handlerReply{result: r}
+}

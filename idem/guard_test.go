@@ -1,0 +1,528 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/store/memory"
+	"github.com/idemkit/sdk/store/sqlite"
+)
+
+// tracker is a fake REST API on loopback, as a server that wraps one
+// calls it: POST /issues creates an issue and counts it, GET /issues
+// lists them. It takes no idempotency key, as GitHub takes none; it records
+// the keys it was sent.
+type tracker struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	issues []issue
+	keys   []string
+	// fail, when set, answers the next POST with the status it returns
+	// (0: create), and whether to create the issue anyway first.
+	fail  func() (status int, create bool)
+	delay time.Duration
+	posts atomic.Int64
+}
+
+type issue struct {
+	Number int    `json:"number"`
+	Title  string `json:"title"`
+	URL    string `json:"url"`
+}
+
+func newTracker(t *testing.T) *tracker {
+	tr := &tracker{}
+	tr.srv = httptest.NewServer(http.HandlerFunc(tr.serve))
+	t.Cleanup(tr.srv.Close)
+	return tr
+}
+
+func (tr *tracker) serve(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(tr.issues)
+	case http.MethodPost:
+		tr.posts.Add(1)
+		time.Sleep(tr.delay)
+		var in struct {
+			Title string `json:"title"`
+		}
+		if json.NewDecoder(r.Body).Decode(&in) != nil || in.Title == "" {
+			http.Error(w, "title required", http.StatusUnprocessableEntity)
+			return
+		}
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		tr.keys = append(tr.keys, r.Header.Get("Idempotency-Key"))
+		status, create := 0, true
+		if tr.fail != nil {
+			status, create = tr.fail()
+			tr.fail = nil
+		}
+		var is issue
+		if create {
+			is = issue{Number: len(tr.issues) + 1, Title: in.Title}
+			is.URL = fmt.Sprintf("%s/issues/%d", tr.srv.URL, is.Number)
+			tr.issues = append(tr.issues, is)
+		}
+		if status != 0 {
+			http.Error(w, "upstream failed", status)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(is)
+	}
+}
+
+func (tr *tracker) created() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.issues)
+}
+
+type newIssue struct {
+	Title string `json:"title"`
+	Body  string `json:"body,omitempty"`
+}
+
+// createIssue is a tool handler as a server that wraps an API writes one:
+// its whole effect is one POST, and it forwards the guard's key.
+func (tr *tracker) createIssue(ctx context.Context, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+	body, _ := json.Marshal(in)
+	hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, tr.srv.URL+"/issues", strings.NewReader(string(body)))
+	if key, ok := idem.IdempotencyKey(ctx); ok {
+		hreq.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		return nil, issue{}, err // may or may not have landed
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return nil, issue{}, idem.NotDone(fmt.Errorf("the tracker refused the issue (%d)", resp.StatusCode))
+	case resp.StatusCode >= 300:
+		return nil, issue{}, fmt.Errorf("the tracker failed (%d)", resp.StatusCode)
+	}
+	var is issue
+	err = json.NewDecoder(resp.Body).Decode(&is)
+	return nil, is, err
+}
+
+// findIssue reconciles an unknown create: the issue is there if one has
+// the title.
+func (tr *tracker) findIssue(ctx context.Context, req *mcp.CallToolRequest, p idem.Pending) (*mcp.CallToolResult, error) {
+	var in newIssue
+	if err := json.Unmarshal(p.Arguments, &in); err != nil {
+		return nil, err
+	}
+	resp, err := http.Get(tr.srv.URL + "/issues")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var all []issue
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		return nil, err
+	}
+	for _, is := range all {
+		if is.Title == in.Title {
+			b, _ := json.Marshal(is)
+			return &mcp.CallToolResult{StructuredContent: json.RawMessage(b), Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+		}
+	}
+	return nil, idem.NotDone(errors.New("no such issue"))
+}
+
+// trackerServer is a server as people write one: tools registered with
+// mcp.AddTool, unaware of idemkit, and the guard added in one line.
+func trackerServer(tr *tracker, guard *idem.Guard, tools idem.Tools) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tracker", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "create_issue", Description: "Create an issue."}, tr.createIssue)
+	mcp.AddTool(srv, &mcp.Tool{Name: "add_comment", Description: "Comment on an issue."}, tr.createIssue)
+	if guard != nil {
+		srv.AddReceivingMiddleware(guard.Middleware(tools))
+	}
+	return srv
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func call(name string, args map[string]any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: name, Arguments: args}
+}
+
+func structured(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("error result: %v", textOf(res))
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func codeOf(res *mcp.CallToolResult) string {
+	c, _ := res.Meta[idem.MetaError].(string)
+	return c
+}
+
+// TestGuardLostAnswer: a create whose answer is lost, sent again on a new
+// connection, creates one issue, and the retry gets the first answer, URL
+// and all; without the guard it creates two.
+func TestGuardLostAnswer(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprint("guarded=", guarded), func(t *testing.T) {
+			ctx := ctxFor(t)
+			tr := newTracker(t)
+			var guard *idem.Guard
+			if guarded {
+				guard = idem.New(memory.New(nil), nil)
+			}
+			srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
+			args := map[string]any{"title": "crash on start"}
+			if guarded {
+				args["op_id"] = "op-1"
+			}
+			res, err := idemtest.DropAndRetry(ctx, srv, call("create_issue", args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !guarded {
+				if tr.created() != 2 {
+					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.created())
+				}
+				return
+			}
+			if tr.created() != 1 {
+				t.Fatalf("%d issues created, want 1", tr.created())
+			}
+			if got := structured(t, res); !strings.Contains(got, `"url":"`+tr.srv.URL+`/issues/1"`) {
+				t.Fatalf("retry answered %s, want the first issue with its URL", got)
+			}
+			if res.Meta[idem.MetaReplayed] != true {
+				t.Fatalf("retry not marked replayed: %v", res.Meta)
+			}
+		})
+	}
+}
+
+// TestGuardIdempotencyKey: the key sent upstream is the same on a retry
+// over another connection, differs for another op id, and does not depend
+// on the session.
+func TestGuardIdempotencyKey(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	tr.fail = func() (int, bool) { return http.StatusConflict, false } // the first POST is refused: NotDone
+	guard := idem.New(memory.New(nil), nil)
+	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
+	for i, op := range []string{"op-1", "op-1", "op-2"} {
+		cs, err := idemtest.Connect(ctx, srv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(ctx, call("create_issue", map[string]any{"title": "t", "op_id": op}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && (!res.IsError || codeOf(res) != "") {
+			t.Fatalf("a refused create: %v %v, want the handler's error without a code", res.IsError, res.Meta)
+		}
+		cs.Close()
+	}
+	if tr.posts.Load() != 3 || tr.created() != 2 {
+		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.posts.Load(), tr.created())
+	}
+	k := tr.keys
+	if k[0] == "" || k[0] != k[1] || k[1] == k[2] {
+		t.Fatalf("keys %q: want the same key for op-1's two attempts and another for op-2", k)
+	}
+}
+
+// TestGuardConcurrentIdenticalCalls: 8 identical comments at once, keyed by
+// their content, make one upstream create, on one server and across two
+// guards on one store (two processes).
+func TestGuardConcurrentIdenticalCalls(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir()+"/g.db", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	tr.delay = 50 * time.Millisecond
+	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
+	srvs := []*mcp.Server{trackerServer(tr, idem.New(st, nil), tools), trackerServer(tr, idem.New(st, nil), tools)}
+	var wg sync.WaitGroup
+	answers := make([]string, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			cs, err := idemtest.Connect(ctx, srvs[i%2], nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, call("add_comment", map[string]any{"title": "LGTM", "body": "ship it"}))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			answers[i] = structured(t, res)
+		})
+	}
+	wg.Wait()
+	if tr.posts.Load() != 1 {
+		t.Fatalf("%d posts for 8 identical calls, want 1", tr.posts.Load())
+	}
+	for _, a := range answers[1:] {
+		if a != answers[0] {
+			t.Fatalf("answers differ: %s and %s", answers[0], a)
+		}
+	}
+}
+
+// TestGuardUnknownOutcomeSettled: a create that landed but answered 502 is
+// an unknown outcome: a repeat is refused unknown_outcome without posting,
+// and with a reconcile function the repeat finds the issue and answers it.
+func TestGuardUnknownOutcomeSettled(t *testing.T) {
+	for _, reconciled := range []bool{false, true} {
+		t.Run(fmt.Sprint("reconcile=", reconciled), func(t *testing.T) {
+			ctx := ctxFor(t)
+			tr := newTracker(t)
+			tr.fail = func() (int, bool) { return http.StatusBadGateway, true }
+			opts := []idem.Option{idem.RequireOpID()}
+			if reconciled {
+				opts = append(opts, idem.Reconcile(tr.findIssue))
+			}
+			srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": opts})
+			cs, err := idemtest.Connect(ctx, srv, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			args := map[string]any{"title": "flaky", "op_id": "op-7"}
+			first, err := cs.CallTool(ctx, call("create_issue", args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !first.IsError || codeOf(first) != "unknown_outcome" || first.Meta[idem.MetaOpID] != "op-7" {
+				t.Fatalf("first answer: error %v, meta %v; want the handler's error marked unknown_outcome", first.IsError, first.Meta)
+			}
+			st, err := cs.CallTool(ctx, call("get_operation", map[string]any{"tool": "create_issue", "op_id": "op-7"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus := map[bool]string{false: "unknown", true: "committed"}[reconciled]
+			if got := structured(t, st); !strings.Contains(got, `"status":"`+wantStatus+`"`) {
+				t.Fatalf("get_operation: %s, want %s", got, wantStatus)
+			}
+			again, err := cs.CallTool(ctx, call("create_issue", args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.posts.Load() != 1 || tr.created() != 1 {
+				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.posts.Load(), tr.created())
+			}
+			if !reconciled {
+				if codeOf(again) != "unknown_outcome" {
+					t.Fatalf("repeat: %v, want unknown_outcome", again.Meta)
+				}
+				return
+			}
+			if got := structured(t, again); !strings.Contains(got, `"number":1`) || again.Meta[idem.MetaReplayed] != true {
+				t.Fatalf("repeat after reconcile: %s %v, want issue 1, replayed", got, again.Meta)
+			}
+		})
+	}
+}
+
+// TestGuardReconcileNotDone: an unknown outcome that reconcile finds did
+// not happen is released, and the repeat creates the issue once.
+func TestGuardReconcileNotDone(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	tr.fail = func() (int, bool) { return http.StatusBadGateway, false }
+	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID(), idem.Reconcile(tr.findIssue)}})
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"title": "lost", "op_id": "op-8"}
+	if first, err := cs.CallTool(ctx, call("create_issue", args)); err != nil || codeOf(first) != "unknown_outcome" {
+		t.Fatalf("first: %v %v, want unknown_outcome", err, first)
+	}
+	again, err := cs.CallTool(ctx, call("create_issue", args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := structured(t, again); !strings.Contains(got, `"number":1`) || again.Meta[idem.MetaReplayed] == true {
+		t.Fatalf("repeat: %s %v, want a first create", got, again.Meta)
+	}
+	if tr.posts.Load() != 2 || tr.created() != 1 {
+		t.Fatalf("%d posts, %d created; want 2 and 1", tr.posts.Load(), tr.created())
+	}
+}
+
+// TestGuardListsHonestTools: tools/list through the guard says what it
+// guarantees, and lists get_operation.
+func TestGuardListsHonestTools(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{
+		"create_issue": {idem.OpID()},
+		"add_comment":  {idem.RecordKeys("title", "body")},
+	})
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	lr, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tl := range lr.Tools {
+		byName[tl.Name] = tl
+	}
+	ci, ac, st := byName["create_issue"], byName["add_comment"], byName["get_operation"]
+	if ci == nil || ac == nil || st == nil {
+		t.Fatalf("tools listed: %v", byName)
+	}
+	if ci.Annotations.IdempotentHint || !ac.Annotations.IdempotentHint || !st.Annotations.ReadOnlyHint {
+		t.Fatalf("hints: create_issue %v, add_comment %v, get_operation read-only %v", ci.Annotations.IdempotentHint, ac.Annotations.IdempotentHint, st.Annotations.ReadOnlyHint)
+	}
+	schema, _ := json.Marshal(ci.InputSchema)
+	if !strings.Contains(string(schema), `"op_id"`) {
+		t.Fatalf("create_issue schema has no op_id: %s", schema)
+	}
+	if !strings.Contains(ac.Description, "within 24 hours is answered with the first call's answer") {
+		t.Fatalf("add_comment's description does not say the trade-off: %q", ac.Description)
+	}
+}
+
+// TestGuardBadInput: bad input through the guard gets the coded refusals
+// of idem.AddTool, quotes none of the arguments, and posts nothing.
+func TestGuardBadInput(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{
+		"create_issue": {idem.RequireOpID()},
+		"add_comment":  {idem.RecordKeys("title", "body")},
+	})
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	secret := "SECRET-VALUE-42"
+	for _, c := range []struct {
+		tool string
+		args any
+		meta mcp.Meta
+		code string
+	}{
+		{"create_issue", map[string]any{"title": secret}, nil, "invalid_op_id"},
+		{"create_issue", map[string]any{"title": secret, "op_id": secret + " with space"}, nil, "invalid_op_id"},
+		{"create_issue", map[string]any{"title": secret, "op_id": 42}, nil, "invalid_op_id"},
+		{"create_issue", map[string]any{"title": secret, "op_id": "a"}, mcp.Meta{idem.MetaOpID: "b"}, "invalid_op_id"},
+		{"create_issue", map[string]any{"title": 7, "op_id": "op-1"}, nil, "invalid_arguments"},
+		{"create_issue", map[string]any{"title": "t", "op_id": "op-1", "extra": secret}, nil, "invalid_arguments"},
+		{"add_comment", map[string]any{"title": secret}, nil, "missing_key"},
+		{"add_comment", map[string]any{"title": secret, "body": ""}, nil, "missing_key"},
+		{"add_comment", json.RawMessage(`[1,2]`), nil, "invalid_arguments"},
+		{"add_comment", json.RawMessage(`{"title":"\ud800` + secret + `","body":"b"}`), nil, "invalid_arguments"},
+		{"get_operation", map[string]any{"tool": secret}, nil, "invalid_op_id"},
+		{"get_operation", map[string]any{"op_id": "x", "tool": "t", secret: 1}, nil, "invalid_arguments"},
+	} {
+		p := &mcp.CallToolParams{Name: c.tool, Arguments: c.args, Meta: c.meta}
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			t.Fatalf("%s %v: %v", c.tool, c.args, err)
+		}
+		if !res.IsError || codeOf(res) != c.code {
+			t.Errorf("%s %v: error %v code %q, want %s", c.tool, c.args, res.IsError, codeOf(res), c.code)
+		}
+		if b, _ := json.Marshal(res); strings.Contains(string(b), "SECRET") {
+			t.Errorf("%s: the refusal quotes the arguments: %s", c.tool, b)
+		}
+	}
+	if tr.posts.Load() != 0 {
+		t.Fatalf("%d posts after bad input, want 0", tr.posts.Load())
+	}
+}
+
+// TestGuardPerRequestServer: a server built anew for every HTTP request
+// (stateless), its answer lost by the network, makes one create.
+func TestGuardPerRequestServer(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	guard := idem.New(memory.New(nil), nil)
+	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return trackerServer(tr, guard, tools) },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+	d := &idemtest.HTTPDropper{Next: h}
+	hs := httptest.NewServer(d)
+	defer hs.Close()
+	d.Arm("add_comment")
+	args := map[string]any{"title": "LGTM", "body": "ship it"}
+	var answers []*mcp.CallToolResult
+	for range 2 {
+		client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(ctx, call("add_comment", args))
+		cs.Close()
+		if err == nil {
+			answers = append(answers, res)
+		}
+	}
+	if d.Dropped() != 1 || len(answers) != 1 {
+		t.Fatalf("dropped %d, answered %d; want 1 and 1", d.Dropped(), len(answers))
+	}
+	if tr.created() != 1 || answers[0].Meta[idem.MetaReplayed] != true {
+		t.Fatalf("%d created, retry replayed %v; want 1 and true", tr.created(), answers[0].Meta[idem.MetaReplayed])
+	}
+}
+
+// TestGuardRefusesServerWideToolOptions: a setting of the server given to
+// one tool is a mistake, caught when the middleware is made.
+func TestGuardRefusesServerWideToolOptions(t *testing.T) {
+	guard := idem.New(memory.New(nil), nil)
+	for _, o := range []idem.Option{idem.TTL(time.Hour), idem.Logger(nil), idem.RequireScope()} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "server-wide") {
+					t.Errorf("recovered %v, want a panic that names a server-wide setting", r)
+				}
+			}()
+			guard.Middleware(idem.Tools{"create_issue": {o}})
+		}()
+	}
+}
