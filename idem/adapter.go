@@ -73,6 +73,10 @@ type Reply struct {
 	// Transient marks a result that is answered but not stored, and whose
 	// transaction rolls back, such as a request for input.
 	Transient bool
+	// NotDone says that the effect of a guarded call that failed (an
+	// error result, or a protocol error) certainly did not happen: its
+	// claim is released. Without it the outcome is unknown.
+	NotDone bool
 }
 
 // An Answer is how a wrapped tool answers a call. The adapter makes its
@@ -86,6 +90,11 @@ type Answer struct {
 	Meta       map[string]any  // _meta members to set: replayed, or an error's code, candidates and op id; made for this answer, the adapter may keep it
 	Refused    bool            // the middleware refused the call: IsError, with Text
 	Text       string
+	// Passed: Result is the guarded handler's own result, or Err its
+	// protocol error, answered as it is; for a result, with Meta's members
+	// set and Text, when not empty, added as a text block.
+	Passed bool
+	Err    error
 }
 
 // A Wrapped is a tool wrapped by [Wrap]: what to publish, and how to answer

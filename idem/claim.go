@@ -38,23 +38,30 @@ const (
 	effectUnknown               // it failed and may have happened
 )
 
-// A handlerReply is a guarded handler's answer, as an adapter reads its
-// library's.
+// A handlerReply is a guarded handler's answer: the adapter's Reply, or
+// the library's protocol error.
 type handlerReply struct {
-	result any   // the library's result; nil with err
-	err    error // a protocol error, answered as it is
-	effect effect
+	Reply
+	err error
 }
 
-// A guardAnswer is how a Guard answers a call: the handler's own reply,
-// with Meta and Text added, or an Answer made here (a replay, a refusal).
-type guardAnswer struct {
-	Answer
-	reply *handlerReply
+// effect is how the call that gave r went.
+func (r *handlerReply) effect() effect {
+	switch {
+	case r.NotDone || r.Transient:
+		return effectNotDone
+	case r.err != nil || r.ErrorCode != "":
+		return effectUnknown
+	}
+	return effectDone
 }
 
-// runFunc calls the guarded handler with args.
-type runFunc func(ctx context.Context, args json.RawMessage) handlerReply
+// passed is the answer that passes r on.
+func (r *handlerReply) passed() Answer { return Answer{Result: r.Result, Err: r.err, Passed: true} }
+
+// A runFunc calls the guarded handler with args: its reply, or a protocol
+// error.
+type runFunc func(ctx context.Context, args json.RawMessage) (Reply, error)
 
 // An outcall is a guarded call on its way.
 type outcall struct {
@@ -71,19 +78,20 @@ type outcall struct {
 }
 
 // serve answers one call of a guarded tool.
-func (g *Guard) serve(ctx context.Context, gt *guardTool, c *Call, run runFunc) guardAnswer {
+func (g *Guard) serve(ctx context.Context, gt *guardTool, c *Call, run runFunc) Answer {
 	start := time.Now()
 	o, refused := g.newOutcall(ctx, gt, c)
 	if o != nil {
 		o.runner = run
 	}
-	var ga guardAnswer
+	var ga Answer
 	switch {
 	case refused != nil:
-		ga.Answer = refusal(refused)
+		ga = refusal(refused)
 	case o.ident == "":
-		r := run(ctx, o.args) // nothing names the operation: the call is not guarded
-		ga.reply = &r
+		var r handlerReply
+		r.Reply, r.err = run(ctx, o.args) // nothing names the operation: the call is not guarded
+		ga = r.passed()
 	default:
 		ga = g.serveOp(ctx, o, run)
 	}
@@ -195,7 +203,7 @@ func stateOf(rec *oprecord.Record, now time.Time) claimState {
 }
 
 // serveOp answers a call whose operation is identified.
-func (g *Guard) serveOp(ctx context.Context, o *outcall, run runFunc) guardAnswer {
+func (g *Guard) serveOp(ctx context.Context, o *outcall, run runFunc) Answer {
 	cfg := o.gt.p.c
 	release, _, err := g.fl.acquire(ctx, o.key, cfg.busyAfter)
 	if errors.Is(err, errBusy) {
@@ -296,7 +304,7 @@ func (o *outcall) claimRecord(now time.Time, ttl, lease time.Duration) *oprecord
 
 // runClaimed runs the handler under claim (this call's) and settles the
 // claim by how it went.
-func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Record) guardAnswer {
+func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Record) Answer {
 	// The handler runs to its end even when the client goes away, so that
 	// its outcome is known; the lease bounds it.
 	hctx := context.WithValue(context.WithoutCancel(ctx), idempotencyKeyKey{}, o.upstream)
@@ -304,9 +312,9 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 	r := o.run(hctx, g)
 	cancel()
 	sctx := context.WithoutCancel(ctx)
-	switch r.effect {
+	switch r.effect() {
 	case effectDone:
-		done, err := o.doneRecord(r.result, g.c.now(), g.c.ttl)
+		done, err := o.doneRecord(r.Result, g.c.now(), g.c.ttl)
 		if err == nil {
 			err = g.settle(sctx, o.key, claim.Token, done)
 		}
@@ -315,19 +323,19 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 			// left as it is, becomes an unknown outcome for repeats.
 			g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: the answer of a guarded call was not stored", slog.String("tool", o.c.Tool), slog.String("error", err.Error()))
 		}
-		return guardAnswer{reply: &r}
+		return r.passed()
 	case effectNotDone:
 		if err := g.settle(sctx, o.key, claim.Token, nil); err != nil {
 			g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: the claim of a call that did not happen was not released", slog.String("tool", o.c.Tool), slog.String("error", err.Error()))
 		}
-		return guardAnswer{reply: &r}
+		return r.passed()
 	}
 	unknown := *claim
 	unknown.State, unknown.LeaseUntil = oprecord.Unknown, nil
 	if err := g.settle(sctx, o.key, claim.Token, &unknown); err != nil {
 		g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: the unknown outcome of a guarded call was not recorded", slog.String("tool", o.c.Tool), slog.String("error", err.Error()))
 	}
-	ga := guardAnswer{reply: &r}
+	ga := r.passed()
 	if r.err == nil {
 		ga.Meta = map[string]any{MetaError: string(CodeUnknownOutcome)}
 		ga.Text = unknownOutcomeMessage
@@ -351,10 +359,11 @@ func (o *outcall) run(ctx context.Context, g *Guard) (r handlerReply) {
 		if p := recover(); p != nil {
 			g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: guarded tool handler panicked",
 				slog.String("tool", o.c.Tool), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			r = handlerReply{err: &Error{Code: CodeUnknownOutcome, Message: "the tool failed, and the server cannot tell whether it took effect"}, effect: effectUnknown}
+			r = handlerReply{err: &Error{Code: CodeUnknownOutcome, Message: "the tool failed, and the server cannot tell whether it took effect"}}
 		}
 	}()
-	return o.runner(ctx, o.args)
+	r.Reply, r.err = o.runner(ctx, o.args)
+	return r
 }
 
 // doneRecord is the record of the operation's answer, result.
@@ -394,15 +403,15 @@ func (g *Guard) settle(ctx context.Context, k Key, token string, next *oprecord.
 // settleUnknown settles a claim that ended without an answer with the
 // tool's reconcile function, or answers unknown_outcome. again says the
 // record changed meanwhile: the call starts over.
-func (g *Guard) settleUnknown(ctx context.Context, o *outcall, rec *oprecord.Record) (ga guardAnswer, again bool) {
+func (g *Guard) settleUnknown(ctx context.Context, o *outcall, rec *oprecord.Record) (ga Answer, again bool) {
 	res, done, ok := g.reconcile(ctx, o.gt.t.readResult, o.gt.p.c, o.c, o.key, rec, o.upstream)
 	switch {
 	case !ok:
 		return o.refuse(CodeUnknownOutcome, o.unknownMessage()), false
 	case done != nil:
-		return guardAnswer{Answer: Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}}, false
+		return Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}, false
 	}
-	return guardAnswer{}, true // released: claim again
+	return Answer{}, true // released: claim again
 }
 
 // reconcile asks cfg's reconcile function about rec, an unknown outcome,
@@ -459,15 +468,15 @@ func callReconcile(ctx context.Context, cfg *config, c *Call, p Pending) (res an
 }
 
 // replay answers a stored answer.
-func (o *outcall) replay(rec *oprecord.Record) guardAnswer {
+func (o *outcall) replay(rec *oprecord.Record) Answer {
 	res, err := o.gt.t.readResult(rec.Result)
 	if err != nil {
 		return o.refuse(CodeInternal, "this operation took effect, but its stored answer cannot be given back; do not send it again")
 	}
-	return guardAnswer{Answer: Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}}
+	return Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}
 }
 
-func (o *outcall) keyReused() guardAnswer {
+func (o *outcall) keyReused() Answer {
 	switch {
 	case o.opID != "":
 		return o.refuse(CodeKeyReused, keyReusedMessage)
@@ -487,16 +496,16 @@ func (o *outcall) unknownMessage() string {
 
 // refuse is a refusal of o with code and msg, carrying the op id where
 // the caller acts on it.
-func (o *outcall) refuse(code Code, msg string) guardAnswer {
+func (o *outcall) refuse(code Code, msg string) Answer {
 	e := &Error{Code: code, Message: msg}
 	if code == CodeBusy || code == CodeUnknownOutcome {
 		e.OpID = o.opID
 	}
-	return guardAnswer{Answer: refusal(e)}
+	return refusal(e)
 }
 
 // log writes the call's log record.
-func (g *Guard) log(ctx context.Context, tool string, ga guardAnswer, d time.Duration) {
+func (g *Guard) log(ctx context.Context, tool string, ga Answer, d time.Duration) {
 	code, _ := ga.Meta[MetaError].(string)
 	outcome := OutcomeFirst
 	switch {

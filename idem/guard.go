@@ -202,7 +202,7 @@ type defKey struct {
 // guardTool returns the guarded form of def, the tool as the server lists
 // it, made once per definition. It returns nil and an error when the
 // server's definition cannot be guarded (a schema that cannot be read).
-func (g *Guard) guardTool(p *policy, def ToolDef, raw []byte) (*guardTool, error) {
+func (g *Guard) guardTool(p *policy, def ToolDef, raw []byte, decode func(json.RawMessage) (any, error)) (*guardTool, error) {
 	k := defKey{name: def.Name, sum: sha256.Sum256(raw)}
 	g.mu.Lock()
 	gt, ok := g.defs[k]
@@ -211,12 +211,12 @@ func (g *Guard) guardTool(p *policy, def ToolDef, raw []byte) (*guardTool, error
 		return gt, nil
 	}
 	_, ownOpID := schemaProperties(def.InputSchema)[opIDArgument]
-	t, err := newTool[json.RawMessage, any](def, p.c, g.s, nil, decodeResult)
+	t, err := newTool[json.RawMessage, any](def, p.c, g.s, nil, decode)
 	if err != nil && def.Idempotent {
 		// The server's own claim cannot stand with these options (an
 		// optional op id and no keys): the hint says false.
 		def.Idempotent = false
-		t, err = newTool[json.RawMessage, any](def, p.c, g.s, nil, decodeResult)
+		t, err = newTool[json.RawMessage, any](def, p.c, g.s, nil, decode)
 	}
 	if err != nil {
 		return nil, err
@@ -298,19 +298,29 @@ type Pending struct {
 //   - any other error, or a nil result, when it cannot tell: the outcome
 //     stays unknown.
 func Reconcile(f func(ctx context.Context, req *mcp.CallToolRequest, p Pending) (*mcp.CallToolResult, error)) Option {
+	if f == nil {
+		return ReconcileFunc(nil)
+	}
+	return ReconcileFunc(func(ctx context.Context, c *Call, p Pending) (any, error) {
+		req, _ := c.Request.(*mcp.CallToolRequest)
+		res, err := f(ctx, req, p)
+		if res == nil {
+			return nil, err // no result: not a typed nil in an interface
+		}
+		return res, err
+	})
+}
+
+// ReconcileFunc sets how a guarded tool's unknown outcomes are settled, as
+// [Reconcile] does, from a [Call]: for adapters, whose reconcile options
+// find their library's request in c.Request and return its result type.
+func ReconcileFunc(f func(ctx context.Context, c *Call, p Pending) (any, error)) Option {
 	return Option{apply: func(c *config) {
 		if f == nil {
 			c.invalid("Reconcile needs a function")
 			return
 		}
-		c.reconcile = func(ctx context.Context, call *Call, p Pending) (any, error) {
-			req, _ := call.Request.(*mcp.CallToolRequest)
-			res, err := f(ctx, req, p)
-			if res == nil {
-				return nil, err
-			}
-			return res, err
-		}
+		c.reconcile = f
 	}}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -48,14 +47,14 @@ import (
 // one built once. Middleware panics if a tool's options hold a server-wide
 // setting or a value they cannot use.
 func (g *Guard) Middleware(tools Tools) mcp.Middleware {
-	ps := g.policies(tools)
+	a := g.Guarded(tools, decodeResult)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
 			case "tools/list":
 				res, err := next(ctx, method, req)
 				if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-					return g.listed(ctx, lr, ps), nil
+					return listed(ctx, a, lr), nil
 				}
 				return res, err
 			case "tools/call":
@@ -64,10 +63,10 @@ func (g *Guard) Middleware(tools Tools) mcp.Middleware {
 					break
 				}
 				if cr.Params.Name == statusToolName {
-					return resultOf(g.lookup(ctx, ps, callOf(cr), decodeResult)), nil
+					return resultOf(a.Lookup(ctx, callOf(cr))), nil
 				}
-				if p := ps[cr.Params.Name]; p != nil {
-					return g.callTool(ctx, p, cr, next)
+				if a.Guards(cr.Params.Name) {
+					return callGuarded(ctx, a, cr, next)
 				}
 			}
 			return next(ctx, method, req)
@@ -77,20 +76,20 @@ func (g *Guard) Middleware(tools Tools) mcp.Middleware {
 
 // listed is lr with the guarded tools as they are published, and
 // get_operation on the last page.
-func (g *Guard) listed(ctx context.Context, lr *mcp.ListToolsResult, ps map[string]*policy) *mcp.ListToolsResult {
+func listed(ctx context.Context, a *Guarded, lr *mcp.ListToolsResult) *mcp.ListToolsResult {
 	out := *lr
 	out.Tools = make([]*mcp.Tool, 0, len(lr.Tools)+1)
 	status := &mcp.Tool{Name: statusToolName, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
-	status = published(status, g.status.Def)
+	status = published(status, a.Status())
 	listedStatus := false
 	for _, t := range lr.Tools {
 		switch {
 		case t == nil:
 		case t.Name == statusToolName:
 			t, listedStatus = status, true
-		case ps[t.Name] != nil:
-			if gt := g.sdkGuardTool(ctx, ps[t.Name], t); gt != nil {
-				t = published(t, gt.t.def)
+		case a.Guards(t.Name):
+			if def, ok := a.Publish(ctx, toolDef(t)); ok {
+				t = published(t, def)
 			}
 		}
 		out.Tools = append(out.Tools, t)
@@ -101,57 +100,38 @@ func (g *Guard) listed(ctx context.Context, lr *mcp.ListToolsResult, ps map[stri
 	return &out
 }
 
-// sdkGuardTool is the guarded form of t, nil when t cannot be guarded (the
-// error is logged).
-func (g *Guard) sdkGuardTool(ctx context.Context, p *policy, t *mcp.Tool) *guardTool {
-	raw, err := json.Marshal(t)
-	if err == nil {
-		var gt *guardTool
-		if gt, err = g.guardTool(p, toolDef(t), raw); err == nil {
-			return gt
-		}
-	}
-	g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: a tool named in Middleware cannot be guarded; it runs unguarded",
-		slog.String("tool", p.name), slog.String("error", err.Error()))
-	return nil
-}
-
-// callTool answers a call of a guarded tool.
-func (g *Guard) callTool(ctx context.Context, p *policy, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
+// callGuarded answers a call of a guarded tool.
+func callGuarded(ctx context.Context, a *Guarded, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
 	t := findTool(ctx, req, next)
-	var gt *guardTool
-	if t != nil {
-		gt = g.sdkGuardTool(ctx, p, t)
-	}
-	if gt == nil {
+	if t == nil {
 		return next(ctx, "tools/call", req) // the server answers: an unknown tool, say
 	}
-	run := func(ctx context.Context, args json.RawMessage) handlerReply {
+	run := func(ctx context.Context, args json.RawMessage) (Reply, error) {
 		r := *req
 		params := *req.Params
 		params.Arguments = args
 		r.Params = &params
 		return replyOfCall(next(ctx, "tools/call", &r))
 	}
-	ga := g.serve(ctx, gt, callOf(req), run)
-	if ga.reply == nil {
-		return resultOf(ga.Answer), nil
+	ans := a.Call(ctx, toolDef(t), callOf(req), run)
+	if !ans.Passed {
+		return resultOf(ans), nil
 	}
-	if ga.reply.err != nil {
-		return nil, ga.reply.err
+	if ans.Err != nil {
+		return nil, ans.Err
 	}
-	res, _ := ga.reply.result.(*mcp.CallToolResult)
+	res, _ := ans.Result.(*mcp.CallToolResult)
 	if res == nil {
 		res = &mcp.CallToolResult{Content: []mcp.Content{}}
 	}
-	if len(ga.Meta) > 0 {
+	if len(ans.Meta) > 0 {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
-		maps.Copy(res.Meta, ga.Meta)
+		maps.Copy(res.Meta, ans.Meta)
 	}
-	if ga.Text != "" {
-		res.Content = append(res.Content, &mcp.TextContent{Text: ga.Text})
+	if ans.Text != "" {
+		res.Content = append(res.Content, &mcp.TextContent{Text: ans.Text})
 	}
 	return res, nil
 }
@@ -178,25 +158,19 @@ func findTool(ctx context.Context, req *mcp.CallToolRequest, next mcp.MethodHand
 	return nil
 }
 
-// replyOfCall is how the server's handler answered a guarded call.
-func replyOfCall(res mcp.Result, err error) handlerReply {
+// replyOfCall is how the server's handler answered a guarded call: a
+// protocol error (*jsonrpc.Error, as for an unknown tool) did not happen,
+// nor did an error or error result that wraps ErrNotDone.
+func replyOfCall(res mcp.Result, err error) (Reply, error) {
 	if err != nil {
 		var we *jsonrpc.Error
-		if errors.As(err, &we) || errors.Is(err, ErrNotDone) {
-			return handlerReply{err: err, effect: effectNotDone}
-		}
-		return handlerReply{err: err, effect: effectUnknown}
+		return Reply{NotDone: errors.As(err, &we) || errors.Is(err, ErrNotDone)}, err
 	}
 	r, _ := res.(*mcp.CallToolResult)
-	switch {
-	case r == nil:
-		return handlerReply{result: &mcp.CallToolResult{Content: []mcp.Content{}}}
-	case r.InputRequests != nil:
-		return handlerReply{result: r, effect: effectNotDone}
-	case r.IsError && errors.Is(r.GetError(), ErrNotDone):
-		return handlerReply{result: r, effect: effectNotDone}
-	case r.IsError:
-		return handlerReply{result: r, effect: effectUnknown}
+	if r == nil {
+		r = &mcp.CallToolResult{Content: []mcp.Content{}}
 	}
-	return handlerReply{result: r}
+	reply := replyOf(r)
+	reply.NotDone = r.IsError && errors.Is(r.GetError(), ErrNotDone)
+	return reply, nil
 }

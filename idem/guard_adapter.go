@@ -1,0 +1,82 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+)
+
+// Guarded is a [Guard]'s middleware in no MCP library's types, as
+// [Guard.Middleware] uses it for the go-sdk and the module
+// github.com/idemkit/sdk/idem/mcpgo for mark3labs/mcp-go. A server author
+// uses an adapter, not Guarded.
+type Guarded struct {
+	g      *Guard
+	ps     map[string]*policy
+	decode func(json.RawMessage) (any, error)
+}
+
+// Guarded returns the middleware that guards tools, as [Guard.Middleware]
+// does; decode turns a stored result (its JSON) into a fresh value of the
+// library's result type. It panics where Middleware does.
+func (g *Guard) Guarded(tools Tools, decode func(json.RawMessage) (any, error)) *Guarded {
+	return &Guarded{g: g, ps: g.policies(tools), decode: decode}
+}
+
+// Guards reports whether calls of the tool named name go through [Guarded.Call].
+func (a *Guarded) Guards(name string) bool { return a.ps[name] != nil }
+
+// Publish returns def, a guarded tool as the server lists it, as it is
+// published: honest hints, op_id in the schema, a description that says
+// which arguments are keys. ok is false for a tool that is not guarded,
+// or whose definition cannot be (the error is logged): publish def as it
+// is.
+func (a *Guarded) Publish(ctx context.Context, def ToolDef) (pub ToolDef, ok bool) {
+	gt := a.tool(ctx, def)
+	if gt == nil {
+		return def, false
+	}
+	return gt.t.def, true
+}
+
+// Status is get_operation as published: readOnlyHint true, destructiveHint
+// and openWorldHint false.
+func (a *Guarded) Status() ToolDef { return a.g.status.Def }
+
+// Call answers c, a call of the guarded tool def (as the server lists it):
+// a refusal, a replay, or run's own answer (Answer.Passed). run calls the
+// server's handler with the arguments it is to get.
+func (a *Guarded) Call(ctx context.Context, def ToolDef, c *Call, run func(ctx context.Context, args json.RawMessage) (Reply, error)) Answer {
+	gt := a.tool(ctx, def)
+	if gt == nil {
+		var r handlerReply
+		r.Reply, r.err = run(ctx, c.Arguments)
+		return r.passed()
+	}
+	return a.g.serve(ctx, gt, c, run)
+}
+
+// Lookup answers c, a call of get_operation.
+func (a *Guarded) Lookup(ctx context.Context, c *Call) Answer {
+	return a.g.lookup(ctx, a.ps, c, a.decode)
+}
+
+// tool is the guarded form of def; nil when def's tool is not guarded or
+// cannot be.
+func (a *Guarded) tool(ctx context.Context, def ToolDef) *guardTool {
+	p := a.ps[def.Name]
+	if p == nil {
+		return nil
+	}
+	raw, err := json.Marshal(def)
+	if err == nil {
+		var gt *guardTool
+		if gt, err = a.g.guardTool(p, def, raw, a.decode); err == nil {
+			return gt
+		}
+	}
+	a.g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: a tool named in Middleware cannot be guarded; it runs unguarded",
+		slog.String("tool", p.name), slog.String("error", fmt.Sprint(err)))
+	return nil
+}
