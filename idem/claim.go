@@ -308,7 +308,7 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 	// The handler runs to its end even when the client goes away, so that
 	// its outcome is known; the lease bounds it.
 	hctx := context.WithValue(context.WithoutCancel(ctx), idempotencyKeyKey{}, o.upstream)
-	hctx, cancel := context.WithDeadline(hctx, claim.LeaseUntil.Add(-g.lease/10))
+	hctx, cancel := context.WithTimeout(hctx, g.lease-g.lease/10) // ends before the lease does
 	r := o.run(hctx, g)
 	cancel()
 	sctx := context.WithoutCancel(ctx)

@@ -526,3 +526,171 @@ func TestGuardRefusesServerWideToolOptions(t *testing.T) {
 		}()
 	}
 }
+
+// fakeClock is a clock a test moves.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func connect(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
+	t.Helper()
+	cs, err := idemtest.Connect(ctxFor(t), srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestGuardAnswersExpire: a keyed comment repeated within the TTL is
+// answered with the first; once the TTL has passed, the same comment made
+// on purpose is posted again.
+func TestGuardAnswersExpire(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	clock := newFakeClock()
+	guard := idem.New(memory.New(&memory.Options{Now: clock.now}), &idem.Options{TTL: time.Hour, Now: clock.now})
+	cs := connect(t, trackerServer(tr, guard, idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}))
+	args := map[string]any{"title": "LGTM", "body": "ship it"}
+	for i, step := range []time.Duration{0, 59 * time.Minute, 2 * time.Minute} {
+		clock.add(step)
+		res, err := cs.CallTool(ctx, call("add_comment", args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		structured(t, res)
+		want := []int64{1, 1, 2}[i]
+		if tr.posts.Load() != want {
+			t.Fatalf("after %v more: %d posts, want %d", step, tr.posts.Load(), want)
+		}
+	}
+}
+
+// TestGuardScopesKeepOperationsApart: the same op id sent by two users is
+// two operations: each is created, with its own upstream key, and neither
+// gets the other's answer.
+func TestGuardScopesKeepOperationsApart(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	guard := idem.New(memory.New(nil), &idem.Options{Scope: func(ctx context.Context, req *mcp.CallToolRequest) string {
+		u, _ := req.Params.Meta["test/user"].(string)
+		return u
+	}})
+	cs := connect(t, trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}}))
+	var got []string
+	for _, user := range []string{"alice", "bob", "alice"} {
+		p := call("create_issue", map[string]any{"title": "from " + user, "op_id": "op-1"})
+		p.Meta = mcp.Meta{"test/user": user}
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, structured(t, res))
+	}
+	if tr.created() != 2 || got[0] != got[2] || got[0] == got[1] {
+		t.Fatalf("%d created, answers %q; want 2, alice's repeat answered with hers and bob's his own", tr.created(), got)
+	}
+	if tr.keys[0] == tr.keys[1] {
+		t.Fatalf("alice and bob sent the same upstream key %q", tr.keys[0])
+	}
+}
+
+// TestGuardClientCallID: a tool with an optional op id and no keys is not
+// idempotent, but a client's resend that carries its own stable id of the
+// call (Claude Code's claudecode/toolUseId) is caught: one create. A new
+// id is a new call.
+func TestGuardClientCallID(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	cs := connect(t, trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.OpID()}}))
+	for _, id := range []string{"toolu_01", "toolu_01", "toolu_02"} {
+		p := call("create_issue", map[string]any{"title": "t"})
+		p.Meta = mcp.Meta{"claudecode/toolUseId": id}
+		if _, err := cs.CallTool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tr.created() != 2 {
+		t.Fatalf("%d created, want 2: the resend of toolu_01 answered from the first", tr.created())
+	}
+}
+
+// TestGuardSlowOwnerFenced: a handler that outlives its lease leaves an
+// unknown outcome to a repeat on another server; when reconcile there
+// finds it did not happen and the call runs again, the slow handler's late
+// answer is fenced off: it overwrites neither the new claim nor its answer.
+func TestGuardSlowOwnerFenced(t *testing.T) {
+	ctx := ctxFor(t)
+	st := memory.New(nil)
+	clock := newFakeClock()
+	opts := &idem.Options{Lease: time.Minute, Now: clock.now}
+	var runs atomic.Int64
+	started := make(chan struct{}, 2)
+	newSrv := func(release chan struct{}) *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "v1"}, nil)
+		mcp.AddTool(srv, &mcp.Tool{Name: "send"}, func(ctx context.Context, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+			n := int(runs.Add(1))
+			started <- struct{}{}
+			<-release
+			return nil, issue{Number: n}, nil
+		})
+		srv.AddReceivingMiddleware(idem.New(st, opts).Middleware(idem.Tools{"send": {idem.RequireOpID(), idem.Reconcile(
+			func(context.Context, *mcp.CallToolRequest, idem.Pending) (*mcp.CallToolResult, error) {
+				return nil, idem.NotDone(errors.New("not sent"))
+			})}}))
+		return srv
+	}
+	args := map[string]any{"title": "t", "op_id": "op-1"}
+	waitStart := func() {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("a call never started")
+		}
+	}
+	callIn := func(cs *mcp.ClientSession) chan *mcp.CallToolResult {
+		ch := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, call("send", args))
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- res
+		}()
+		return ch
+	}
+	answer := func(ch chan *mcp.CallToolResult) *mcp.CallToolResult {
+		select {
+		case res := <-ch:
+			return res
+		case <-ctx.Done():
+			t.Fatal("a call never answered")
+			return nil
+		}
+	}
+	releaseA, releaseB := make(chan struct{}), make(chan struct{})
+	a := callIn(connect(t, newSrv(releaseA)))
+	waitStart()
+	clock.add(2 * time.Minute) // A's lease has passed
+	other := connect(t, newSrv(releaseB))
+	b := callIn(other)
+	waitStart() // B reconciled, claimed again, and runs
+	close(releaseA)
+	answer(a) // A's late answer, while B holds the claim
+	close(releaseB)
+	if got := structured(t, answer(b)); got != `{"number":2,"title":"","url":""}` {
+		t.Fatalf("B answered %s, want the second run's answer", got)
+	}
+	again, err := other.CallTool(ctx, call("send", args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := structured(t, again); got != `{"number":2,"title":"","url":""}` || again.Meta[idem.MetaReplayed] != true {
+		t.Fatalf("a repeat: %s %v, want the second run's answer replayed", got, again.Meta)
+	}
+}
