@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark),
+# the guard's BenchmarkGuard on memory, SQLite and PostgreSQL,
 # DynamoDB's BenchmarkFirstCall and idem/mcpgo's BenchmarkCompare against the
 # services the test scripts start, then rewrites docs/benchmarks.md and
 # docs/benchmarks/*.svg from the output (internal/benchreport). The raw output is kept in docs/benchmarks/raw.txt.
@@ -13,7 +14,7 @@ fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 bench() { go test -run '^$' -count 1 "$@" | tee -a "$out"; }
-bench -bench Suite -benchtime 2s ./store/memory ./store/sqlite ./store/postgres
+bench -bench 'Suite|Guard' -benchtime 2s ./store/memory ./store/sqlite ./store/postgres
 bench -bench 'Suite|FirstCall' -benchtime 300x ./store/dynamo
 bench -bench Suite -benchtime 20x ./store/firestore
 # The go-sdk and mcp-go adapters side by side, three rounds (docs/mcp-go.md).

@@ -213,6 +213,7 @@ func write(dir string, r *results, machine string) error {
 		p("| replay | %.0f | %.2f ms | %.2f of a first call; %.2f of a bare `GetItem` |\n", m["replay-calls/op"], m["replay-ns/op"]/1e6, m["replay/first"], m["replay/get"])
 		p("\n")
 	}
+	writeGuard(p, r)
 	writeCompare(p, r)
 	p("## Reproduce\n\n```sh\n./scripts/bench.sh            # all stores, with the services it starts; rewrites this page\n```\n")
 	if err := os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(b.String()), 0o644); err != nil {
@@ -257,6 +258,37 @@ func writeCompare(p func(string, ...any), r *results) {
 				pair("first-ns", "%.0f", 1e3), pair("first/bare", "%.2f", 1), vs("first/bare"),
 				pair("replay/first", "%.2f", 1), vs("replay/first"), pair("elsewhere/first", "%.2f", 1), vs("elsewhere/first"))
 		}
+	}
+	p("\n")
+}
+
+// writeGuard writes the section of the stores' BenchmarkGuard, if the run
+// has it.
+func writeGuard(p func(string, ...any), r *results) {
+	var stores []string
+	for _, s := range storeOrder {
+		if _, ok := r.metrics[s]["BenchmarkGuard"]; ok {
+			stores = append(stores, s)
+		}
+	}
+	if len(stores) == 0 {
+		return
+	}
+	p("## A server whose tools call an outside API (idem.Guard)\n\n")
+	p("`BenchmarkGuard` (`storebench.Guard`): a server whose tool's whole effect is one POST to a REST API on\n")
+	p("loopback, called through an MCP session in process: *unguarded*, the server as it is; *first* and\n")
+	p("*replay*, with `guard.Middleware` added (a claim committed before the handler, the answer stored\n")
+	p("after, in a second transaction; a repeat answered from the store); *by hand*, the anchor: the same\n")
+	p("claim and answer written in the handler, less the middleware's checks and its lookup of the tool.\n")
+	p("Each iteration runs the three in an order that turns; figures are medians.\n\n")
+	p("| store | unguarded | first | replay | by hand: first | by hand: replay | first/unguarded | first/by hand | replay/by hand |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range stores {
+		m := r.metrics[s]["BenchmarkGuard"]
+		us := func(unit string) string { v, ok := m[unit]; return cell(v/1e3, ok, "%.0f µs") }
+		x := func(unit string) string { v, ok := m[unit]; return cell(v, ok, "%.2f") }
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", storeTitle[s], us("unguarded-ns"), us("first-ns"), us("replay-ns"),
+			us("anchor-first-ns"), us("anchor-replay-ns"), x("first/unguarded"), x("first/anchor"), x("replay/anchor"))
 	}
 	p("\n")
 }

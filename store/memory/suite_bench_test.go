@@ -13,3 +13,7 @@ import (
 func BenchmarkSuite(b *testing.B) {
 	storebench.Benchmark(b, func(b *testing.B) idem.Store { return memory.New(nil) })
 }
+
+// BenchmarkGuard is what idem.Guard's middleware costs a server whose tool
+// calls an outside API (storebench.Guard), on this store.
+func BenchmarkGuard(b *testing.B) { storebench.Guard(b, memory.New(nil)) }

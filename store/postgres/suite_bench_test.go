@@ -15,3 +15,7 @@ import (
 func BenchmarkSuite(b *testing.B) {
 	storebench.Benchmark(b, func(b *testing.B) idem.Store { return newStore(b, newPool(b, 0), nil) })
 }
+
+// BenchmarkGuard is what idem.Guard's middleware costs a server whose tool
+// calls an outside API (storebench.Guard), on this store.
+func BenchmarkGuard(b *testing.B) { storebench.Guard(b, newStore(b, newPool(b, 0), nil)) }

@@ -14,3 +14,7 @@ import (
 func BenchmarkSuite(b *testing.B) {
 	storebench.Benchmark(b, func(b *testing.B) idem.Store { return open(b, filepath.Join(b.TempDir(), "bench.db"), nil) })
 }
+
+// BenchmarkGuard is what idem.Guard's middleware costs a server whose tool
+// calls an outside API (storebench.Guard), on this store.
+func BenchmarkGuard(b *testing.B) { storebench.Guard(b, open(b, filepath.Join(b.TempDir(), "guard.db"), nil)) }
