@@ -88,8 +88,8 @@ func listed(ctx context.Context, a *Guarded, lr *mcp.ListToolsResult) *mcp.ListT
 		case t.Name == statusToolName:
 			t, listedStatus = status, true
 		case a.Guards(t.Name):
-			if def, ok := a.Publish(ctx, toolDef(t)); ok {
-				t = published(t, def)
+			if gt := a.toolByID(ctx, t, func() ToolDef { return toolDef(t) }); gt != nil {
+				t = published(t, gt.t.def)
 			}
 		}
 		out.Tools = append(out.Tools, t)
@@ -113,7 +113,7 @@ func callGuarded(ctx context.Context, a *Guarded, req *mcp.CallToolRequest, next
 		r.Params = &params
 		return replyOfCall(next(ctx, "tools/call", &r))
 	}
-	ans := a.Call(ctx, toolDef(t), callOf(req), run)
+	ans := a.call(ctx, a.toolByID(ctx, t, func() ToolDef { return toolDef(t) }), callOf(req), run)
 	if !ans.Passed {
 		return resultOf(ans), nil
 	}
