@@ -36,6 +36,8 @@ type tracker struct {
 	fail  func() (status int, create bool)
 	delay time.Duration
 	posts atomic.Int64
+	// inFlight and maxInFlight count the POSTs being served at once.
+	inFlight, maxInFlight atomic.Int64
 }
 
 type issue struct {
@@ -59,7 +61,11 @@ func (tr *tracker) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(tr.issues)
 	case http.MethodPost:
 		tr.posts.Add(1)
+		n := tr.inFlight.Add(1)
+		for m := tr.maxInFlight.Load(); n > m && !tr.maxInFlight.CompareAndSwap(m, n); m = tr.maxInFlight.Load() {
+		}
 		time.Sleep(tr.delay)
+		tr.inFlight.Add(-1)
 		var in struct {
 			Title string `json:"title"`
 		}
@@ -692,5 +698,60 @@ func TestGuardSlowOwnerFenced(t *testing.T) {
 	}
 	if got := structured(t, again); got != `{"number":2,"title":"","url":""}` || again.Meta[idem.MetaReplayed] != true {
 		t.Fatalf("a repeat: %s %v, want the second run's answer replayed", got, again.Meta)
+	}
+}
+
+// TestGuardOutsideCallsHoldNoWriter: on SQLite, whose one writer a
+// transaction holds, 8 different creates at once call the API at once: no
+// transaction is open while a guarded handler runs.
+func TestGuardOutsideCallsHoldNoWriter(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir()+"/w.db", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	tr.delay = 100 * time.Millisecond
+	srv := trackerServer(tr, idem.New(st, nil), idem.Tools{"create_issue": {idem.RecordKeys("title")}})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			cs, err := idemtest.Connect(ctx, srv, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, call("create_issue", map[string]any{"title": fmt.Sprint("issue ", i)}))
+			if err != nil || res.IsError {
+				t.Errorf("create %d: %v %v", i, err, res)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if tr.created() != 8 || tr.maxInFlight.Load() < 4 {
+		t.Fatalf("%d created, at most %d at once (in %v); want 8, and at least 4 at once", tr.created(), tr.maxInFlight.Load(), took)
+	}
+	t.Logf("8 different creates of 100 ms each on SQLite: %v, %d at once", took, tr.maxInFlight.Load())
+}
+
+// TestGuardModelRetries: a model that lost the answer to a keyed comment
+// and calls again, with the same arguments, adds no second comment.
+func TestGuardModelRetries(t *testing.T) {
+	ctx := ctxFor(t)
+	fresh := func(ctx context.Context) (*idemtest.Subject, error) {
+		tr := newTracker(t)
+		srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}})
+		return &idemtest.Subject{Server: srv, State: func(context.Context) (any, error) { return tr.created(), nil }}, nil
+	}
+	retries, err := idemtest.ModelRetries(ctx, fresh, call("add_comment", map[string]any{"title": "LGTM", "body": "ship it"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(retries) == 0 || retries[0].Kind != "same arguments" || string(retries[0].After) != "1" {
+		t.Fatalf("retries %+v: want the same arguments sent again, with 1 comment after", retries)
 	}
 }
