@@ -11,7 +11,8 @@ import (
 )
 
 // SendTwice sends the same call twice on cs, as a client that did not get
-// the first answer would, and returns both answers.
+// the first answer would, and returns both answers. cs may be any session:
+// from [Connect], or over HTTP from [HTTPServer.Connect].
 func SendTwice(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (first, second *mcp.CallToolResult, err error) {
 	if first, err = cs.CallTool(ctx, params); err != nil {
 		return nil, nil, fmt.Errorf("first call: %w", err)
@@ -22,11 +23,26 @@ func SendTwice(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolP
 	return first, second, nil
 }
 
-// loseAnswer sends params to srv over a connection that loses the answer
-// after the handler ran; an error means the answer was not lost.
-func loseAnswer(ctx context.Context, srv *mcp.Server, params *mcp.CallToolParams) error {
+// A target is a server the helpers connect clients to and lose answers
+// of: an *mcp.Server in process, or an [HTTPServer].
+type target interface {
+	// connect connects a new client, as a client that reconnects would.
+	connect(ctx context.Context) (*mcp.ClientSession, error)
+	// loseAnswer sends params over a new connection that loses the answer
+	// after the handler ran; an error means the answer was not lost.
+	loseAnswer(ctx context.Context, params *mcp.CallToolParams) error
+}
+
+// inProcess is an *mcp.Server reached over in-memory transports.
+type inProcess struct{ srv *mcp.Server }
+
+func (p inProcess) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	return Connect(ctx, p.srv, nil)
+}
+
+func (p inProcess) loseAnswer(ctx context.Context, params *mcp.CallToolParams) error {
 	d := &Dropper{Tool: params.Name}
-	cs, err := Connect(ctx, srv, d.Wrap)
+	cs, err := Connect(ctx, p.srv, d.Wrap)
 	if err != nil {
 		return err
 	}
@@ -42,16 +58,21 @@ func loseAnswer(ctx context.Context, srv *mcp.Server, params *mcp.CallToolParams
 // after the handler ran, then reconnects, as a client does, and sends it
 // again. It returns the retry's answer. An error means the first answer was
 // not lost (the tool failed before it answered, say) or the retry failed.
+// [HTTPServer.DropAndRetry] does the same over HTTP.
 func DropAndRetry(ctx context.Context, srv *mcp.Server, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	if err := loseAnswer(ctx, srv, params); err != nil {
+	return dropAndRetry(ctx, inProcess{srv}, params)
+}
+
+func dropAndRetry(ctx context.Context, t target, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if err := t.loseAnswer(ctx, clone(params)); err != nil {
 		return nil, err
 	}
-	cs, err := Connect(ctx, srv, nil)
+	cs, err := t.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cs.Close()
-	return cs.CallTool(ctx, params)
+	return cs.CallTool(ctx, clone(params))
 }
 
 // SameAnswer reports, as an error, how b differs from a in what a caller

@@ -1,7 +1,8 @@
 // Package idemtest helps server authors test that their tools are safe to
 // call twice: a transport that loses the response to a tool call after the
-// handler committed, as a dropped connection does, and in-memory connections
-// to reconnect with.
+// handler committed, as a dropped connection does, and new connections to
+// reconnect with, for a go-sdk *mcp.Server in process or for any
+// streamable HTTP handler.
 //
 //	d := &idemtest.Dropper{Tool: "publish"}
 //	cs, _ := idemtest.Connect(ctx, srv, d.Wrap)
@@ -9,16 +10,24 @@
 //	cs, _ = idemtest.Connect(ctx, srv, nil) // reconnect, as a client would
 //	res, _ := cs.CallTool(ctx, params)      // must not write twice
 //
-// Over HTTP, whichever library serves it, an [HTTPDropper] in front of the
-// server's handler loses the answers it is armed for the same way.
+// Over HTTP, whichever library serves it (the go-sdk, mark3labs/mcp-go, a
+// server built per request), an [HTTPDropper] in front of the handler loses
+// the answers it is armed for the same way, and an [HTTPServer] serves the
+// handler on loopback behind one and connects go-sdk clients to it:
+//
+//	hs := idemtest.NewHTTPServer(handler)
+//	defer hs.Close()
+//	res, _ := hs.DropAndRetry(ctx, params) // must not write twice
 //
 // DropAndRetry does those steps in one call, SendTwice sends a call twice on
-// one connection, and SameAnswer compares two answers as a caller reads them.
-// AllOrders sends a set of calls in every order, and Concurrently sends
-// calls at once, each run on fresh state from the test's Subject, and they
-// compare the end states. ModelRetries plays a model that lost an answer and
-// calls again with the values it minted made anew (a fresh op id, a new
-// UUID, a clock read again), and reports the retries that moved the state.
+// one connection (from Connect or HTTPServer.Connect), and SameAnswer
+// compares two answers as a caller reads them. AllOrders sends a set of
+// calls in every order, and Concurrently sends calls at once, each run on
+// fresh state from the test's Subject, and they compare the end states.
+// ModelRetries plays a model that lost an answer and calls again with the
+// values it minted made anew (a fresh op id, a new UUID, a clock read
+// again), and reports the retries that moved the state. A Subject is a
+// server in process or an HTTP handler.
 package idemtest
 
 import (

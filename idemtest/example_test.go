@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -108,4 +109,29 @@ func ExampleModelRetries() {
 	// same arguments: {"cents":500} -> {"cents":500}
 	// fresh op id: {"cents":500} -> {"cents":1000}
 	// moved the state: true
+}
+
+// A server built anew for every request over stateless HTTP, its tools
+// guarded by one line (trackerServer). The answer to a create is lost
+// after the create ran; the retry on a new connection gets the first
+// answer back instead of creating again.
+func ExampleHTTPServer() {
+	tr := &tracker{}
+	guard := idem.New(memory.New(nil), nil) // once, outside the per-request function
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return trackerServer(tr, guard) },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+
+	hs := idemtest.NewHTTPServer(handler)
+	defer hs.Close()
+	res, err := hs.DropAndRetry(context.Background(),
+		&mcp.CallToolParams{Name: "create_issue", Arguments: map[string]any{"title": "crash on start", "op_id": "op-1"}})
+	fmt.Println("error:", err)
+	fmt.Println("answers lost:", hs.Dropper.Dropped())
+	fmt.Println("issues created:", tr.created())
+	fmt.Println("retry replayed:", res.Meta[idem.MetaReplayed])
+	// Output:
+	// error: <nil>
+	// answers lost: 1
+	// issues created: 1
+	// retry replayed: true
 }

@@ -41,6 +41,15 @@ func (d *HTTPDropper) Arm(tool string) {
 	d.armed[tool]++
 }
 
+// disarm takes back one Arm of tool that no call used.
+func (d *HTTPDropper) disarm(tool string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.armed[tool]--; d.armed[tool] <= 0 {
+		delete(d.armed, tool)
+	}
+}
+
 // Dropped reports how many answers d has lost.
 func (d *HTTPDropper) Dropped() int {
 	d.mu.Lock()

@@ -187,14 +187,16 @@ func lostThenRetried(ctx context.Context, fresh func(context.Context) (*Subject,
 	if err := subj.check(); err != nil {
 		return nil, err
 	}
-	if err := loseAnswer(ctx, subj.Server, clone(call)); err != nil {
+	tg, release := subj.open()
+	defer release()
+	if err := tg.loseAnswer(ctx, clone(call)); err != nil {
 		return nil, fmt.Errorf("%s: %w", v.kind, err)
 	}
 	r := &Retry{Kind: v.kind, Params: v.params}
 	if r.Before, err = subj.snapshot(ctx); err != nil {
 		return nil, err
 	}
-	cs, err := Connect(ctx, subj.Server, nil)
+	cs, err := tg.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("idemtest: connect: %w", err)
 	}

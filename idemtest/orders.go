@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -16,8 +17,8 @@ import (
 )
 
 // A Subject is the server under test on fresh state, and a way to read
-// that state. AllOrders and Concurrently get a new one for every run, from
-// a function the test supplies:
+// that state. AllOrders, Concurrently and ModelRetries get a new one for
+// every run, from a function the test supplies:
 //
 //	fresh := func(ctx context.Context) (*idemtest.Subject, error) {
 //		s := memory.New(nil) // state no other Subject shares
@@ -26,10 +27,19 @@ import (
 //		}}, nil
 //	}
 //
+// The server is an *mcp.Server in process, or any streamable HTTP handler
+// (set Handler instead of Server), which is served on loopback by an
+// [HTTPServer] for the run:
+//
+//	return &idemtest.Subject{Handler: server.NewStreamableHTTPServer(newMCPGoServer(s)), State: ...}, nil
+//
 // Release what a Subject holds (a database file, say) with t.Cleanup.
 type Subject struct {
-	// Server serves the tools under test.
+	// Server serves the tools under test, in process.
 	Server *mcp.Server
+	// Handler serves them over streamable HTTP, whichever library made it,
+	// when Server is nil: go-sdk clients reach it on loopback.
+	Handler http.Handler
 	// State returns what the calls change (records, a counter) as a value
 	// encoding/json marshals. Two runs ended alike when their States
 	// marshal to the same JSON (maps have their keys sorted). Leave out
@@ -143,9 +153,11 @@ func Concurrently(ctx context.Context, fresh func(ctx context.Context) (*Subject
 	if err := subj.check(); err != nil {
 		return nil, err
 	}
+	tg, release := subj.open()
+	defer release()
 	sessions := make([]*mcp.ClientSession, n)
 	for i := range sessions {
-		if sessions[i], err = Connect(ctx, subj.Server, nil); err != nil {
+		if sessions[i], err = tg.connect(ctx); err != nil {
 			for _, cs := range sessions[:i] {
 				cs.Close()
 			}
@@ -214,10 +226,23 @@ func Concurrently(ctx context.Context, fresh func(ctx context.Context) (*Subject
 }
 
 func (s *Subject) check() error {
-	if s == nil || s.Server == nil || s.State == nil {
+	switch {
+	case s == nil || (s.Server == nil && s.Handler == nil) || s.State == nil:
 		return errors.New("idemtest: fresh returned a Subject without a Server or a State")
+	case s.Server != nil && s.Handler != nil:
+		return errors.New("idemtest: fresh returned a Subject with both a Server and a Handler")
 	}
 	return nil
+}
+
+// open returns where s's server is reached, and a function that stops
+// serving it.
+func (s *Subject) open() (target, func()) {
+	if s.Server != nil {
+		return inProcess{s.Server}, func() {}
+	}
+	hs := NewHTTPServer(s.Handler)
+	return hs, hs.Close
 }
 
 // snapshot returns the Subject's state as JSON.
@@ -311,7 +336,9 @@ func runInOrder(ctx context.Context, fresh func(context.Context) (*Subject, erro
 	if err := subj.check(); err != nil {
 		return nil, err
 	}
-	cs, err := Connect(ctx, subj.Server, nil)
+	tg, release := subj.open()
+	defer release()
+	cs, err := tg.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("idemtest: connect: %w", err)
 	}

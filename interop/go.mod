@@ -6,6 +6,7 @@ require (
 	cloud.google.com/go/firestore v1.29.2
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/idemkit/sdk v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/idem/mcpgo v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/store/dynamo v0.0.0-00010101000000-000000000000
@@ -30,7 +31,6 @@ require (
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/s2a-go v0.1.11 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
