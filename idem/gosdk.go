@@ -127,7 +127,10 @@ func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option 
 		return ScopeFunc(nil)
 	}
 	return ScopeFunc(func(ctx context.Context, c *Call) string {
-		req, _ := c.Request.(*mcp.CallToolRequest)
+		req, ok := c.Request.(*mcp.CallToolRequest)
+		if !ok {
+			return c.User // another library's call: its adapter found the user
+		}
 		return f(ctx, req)
 	})
 }

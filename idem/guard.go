@@ -71,7 +71,8 @@ type Options struct {
 	BusyAfter time.Duration
 	// Scope says who an operation belongs to; the default is the
 	// authenticated user id of the request (req.Extra.TokenInfo.UserID),
-	// or "" without one. Operations are looked up within a scope.
+	// or "" without one. Operations are looked up within a scope. A
+	// server on mcp-go sets its scope in mcpgo.Options instead.
 	Scope func(ctx context.Context, req *mcp.CallToolRequest) string
 	// RequireScope refuses a guarded call whose scope is "" with
 	// scope_required.
@@ -154,7 +155,7 @@ func (g *Guard) policies(tools Tools) map[string]*policy {
 		}
 		for _, o := range opts {
 			if o.server != "" {
-				panic(fmt.Sprintf("idem: Middleware: tool %q: %s is a server-wide setting: set it once in idem.Options", name, o.server))
+				panic(fmt.Sprintf("idem: Middleware: tool %q: %s is a server-wide setting: set it once for the server (idem.Options; on mcp-go, mcpgo.Options for the scope)", name, o.server))
 			}
 		}
 		p := &policy{name: name, opts: opts, c: g.toolConfig(opts)}

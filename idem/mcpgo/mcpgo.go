@@ -1,8 +1,20 @@
 // Package mcpgo makes the tool handlers of a mark3labs/mcp-go server safe to
-// call twice. It is idem's middleware for mcp-go: a tool registered with
-// [AddTool] gets everything [idem.AddTool] gives a go-sdk tool (a typed
-// handler over an [idem.Tx], the op id as the op_id argument or in _meta,
-// record keys, honest annotations, coded refusals that quote no argument,
+// call twice. A server protects the tools it already has with one server
+// option, [Guard], which leaves their handlers and their registration as
+// they are; its settings come from an [idem.Guard], made once per process:
+//
+//	guard := idem.New(store, nil)
+//	srv := server.NewMCPServer("tracker", "v1",
+//		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}, nil))
+//	srv.AddTool(mcp.NewTool("create_issue", ...), createIssue) // as before
+//
+// A guarded tool's effect lies outside the store (a REST API, say): its
+// call is claimed before the handler runs and its answer is stored after.
+// For a tool whose effect is a write to the store, [AddTool] is idem's
+// transactional middleware for mcp-go: a tool registered with it gets
+// everything [idem.AddTool] gives a go-sdk tool (a typed handler over an
+// [idem.Tx], the op id as the op_id argument or in _meta, record keys,
+// honest annotations, coded refusals that quote no argument,
 // get_operation) with the same wire output:
 //
 //	srv := server.NewMCPServer("notes", "v1")
@@ -15,10 +27,11 @@
 //
 // The options are idem's, but for the scope: mcp-go has no authenticated
 // user of its own, so a server that authenticates its callers says who
-// they are with [Scope]. Without it, a call over HTTP that carries an
-// Authorization header is taken as an authenticated caller without a user
-// id, and is refused an op id (scope_required): its operations could not be
-// kept apart from other callers'.
+// they are with [Options.Scope] (for Guard) or [Scope] (for AddTool).
+// Without it, a call over HTTP that carries an Authorization header is
+// taken as an authenticated caller without a user id, and is refused an op
+// id (scope_required): its operations could not be kept apart from other
+// callers'.
 //
 // This package is a module of its own, so that mcp-go stays out of the
 // module graph of servers on the go-sdk. docs/mcp-go.md compares the two.
