@@ -113,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Reader", func(t *testing.T) { runReader(t, h) })
 	t.Run("Consistency", func(t *testing.T) { runConsistency(t, h) })
 	t.Run("Middleware", func(t *testing.T) { runMiddleware(t, h) })
+	t.Run("Guard", func(t *testing.T) { runGuard(t, h) })
 	t.Run("Merge", func(t *testing.T) { runMerge(t, h) })
 	t.Run("SideEffect", func(t *testing.T) { runSideEffect(t, h) })
 }

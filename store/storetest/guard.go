@@ -1,0 +1,241 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+)
+
+// runGuard runs the cases of idem.Guard, the middleware for tools whose
+// effect lies outside the store, on the store: its claims and answers are
+// the store's documents, written by Create, Update and Delete on versions.
+func runGuard(t *testing.T, h Harness) {
+	t.Run("LostAnswerReplayed", func(t *testing.T) { t.Parallel(); guardLostAnswerReplayed(t, h) })
+	t.Run("IdenticalAtOnceAcrossGuards", func(t *testing.T) { t.Parallel(); guardIdenticalAtOnce(t, h) })
+	t.Run("UnknownOutcomeNotRunAgain", func(t *testing.T) { t.Parallel(); guardUnknownOutcome(t, h) })
+	t.Run("AbandonedClaimSettled", func(t *testing.T) { t.Parallel(); guardAbandonedClaimSettled(t, h) })
+	t.Run("AnswerExpires", func(t *testing.T) { t.Parallel(); guardAnswerExpires(t, h) })
+}
+
+// outsideAPI is an API on loopback that counts the creates it gets; fail,
+// when set, makes the next create fail after it counted.
+type outsideAPI struct {
+	url   string
+	posts atomic.Int64
+	fail  atomic.Bool
+	// held, when not nil, holds the creates numbered up to holdUpTo until
+	// it is closed. Both are set before the first create.
+	held     chan struct{}
+	holdUpTo int64
+}
+
+func newOutsideAPI(t *testing.T) *outsideAPI {
+	a := &outsideAPI{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n := a.posts.Add(1)
+		if a.held != nil && n <= a.holdUpTo {
+			<-a.held
+		}
+		if a.fail.Swap(false) {
+			http.Error(w, "upstream failed", http.StatusBadGateway)
+			return
+		}
+		fmt.Fprintf(w, `{"number":%d}`, n)
+	}))
+	t.Cleanup(srv.Close)
+	a.url = srv.URL
+	return a
+}
+
+type created struct {
+	Number int `json:"number"`
+}
+
+type createIn struct {
+	Title string `json:"title"`
+}
+
+// server is a server whose create tool's whole effect is one POST to a,
+// guarded by g with opts.
+func (a *outsideAPI) server(g *idem.Guard, opts ...idem.Option) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "outside", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "create"}, func(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, created, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, created{}, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, created{}, fmt.Errorf("upstream %d", resp.StatusCode)
+		}
+		var c created
+		return nil, c, json.NewDecoder(resp.Body).Decode(&c)
+	})
+	srv.AddReceivingMiddleware(g.Middleware(idem.Tools{"create": append([]idem.Option{idem.RecordKeys("title")}, opts...)}))
+	return srv
+}
+
+func numberOf(t *testing.T, res *mcp.CallToolResult) int {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("error result: %v", res.Content)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var c created
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.Number
+}
+
+// guardLostAnswerReplayed: a create whose answer is lost, sent again on a
+// new connection, posts once and gets the first answer back.
+func guardLostAnswerReplayed(t *testing.T, h Harness) {
+	a := newOutsideAPI(t)
+	srv := a.server(idem.New(h.New(t, time.Now), nil))
+	res, err := idemtest.DropAndRetry(context.Background(), srv, &mcp.CallToolParams{Name: "create", Arguments: map[string]any{"title": "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := numberOf(t, res); n != 1 || a.posts.Load() != 1 || res.Meta[idem.MetaReplayed] != true {
+		t.Fatalf("retry answered %d (replayed %v) after %d posts; want the first create, replayed, 1 post", n, res.Meta[idem.MetaReplayed], a.posts.Load())
+	}
+}
+
+// guardIdenticalAtOnce: identical calls at once, through two guards on the
+// store (two processes), post once, and every call gets that answer.
+func guardIdenticalAtOnce(t *testing.T, h Harness) {
+	a := newOutsideAPI(t)
+	a.held, a.holdUpTo = make(chan struct{}), 1<<62
+	s := h.New(t, time.Now)
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		cs, err := idemtest.Connect(context.Background(), a.server(idem.New(s, nil)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions = append(sessions, cs)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { close(a.held) })
+	results := callAll(t, sessions, h.goroutines(8), "create", map[string]any{"title": "t"})
+	for i, res := range results {
+		if res != nil && numberOf(t, res) != 1 {
+			t.Errorf("call %d answered %d, want the one create", i, numberOf(t, res))
+		}
+	}
+	if a.posts.Load() != 1 {
+		t.Fatalf("%d posts for identical calls at once, want 1", a.posts.Load())
+	}
+}
+
+// guardUnknownOutcome: a create that may have landed (the API failed after
+// it counted) is not posted again by a repeat, which is told
+// unknown_outcome, as is get_operation's caller.
+func guardUnknownOutcome(t *testing.T, h Harness) {
+	a := newOutsideAPI(t)
+	a.fail.Store(true)
+	cs, err := idemtest.Connect(context.Background(), a.server(idem.New(h.New(t, time.Now), nil), idem.OpID()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"title": "t", "op_id": "op-1"}
+	for i := range 2 {
+		res := callTool(t, cs, "create", args, nil)
+		if code, _ := res.Meta[idem.MetaError].(string); !res.IsError || code != string(idem.CodeUnknownOutcome) {
+			t.Fatalf("call %d: error %v, meta %v; want unknown_outcome", i, res.IsError, res.Meta)
+		}
+	}
+	st := callTool(t, cs, "get_operation", map[string]any{"tool": "create", "op_id": "op-1"}, nil)
+	if b, _ := json.Marshal(st.StructuredContent); string(b) != `{"status":"unknown"}` {
+		t.Fatalf("get_operation: %s, want unknown", b)
+	}
+	if a.posts.Load() != 1 {
+		t.Fatalf("%d posts, want 1: an unknown outcome is not posted again", a.posts.Load())
+	}
+}
+
+// guardAbandonedClaimSettled: a claim whose handler outlived its lease
+// (as one whose process died) is an unknown outcome to a repeat on
+// another guard, which reconciles it as not done and posts; the first
+// handler's late answer is fenced off, and a repeat gets the second
+// answer.
+func guardAbandonedClaimSettled(t *testing.T, h Harness) {
+	a := newOutsideAPI(t)
+	a.held, a.holdUpTo = make(chan struct{}), 1 // the first create only
+	clock := NewClock(time.Now())
+	s := h.New(t, clock.Now)
+	opts := &idem.Options{Lease: time.Minute, Now: clock.Now}
+	notDone := idem.Reconcile(func(context.Context, *mcp.CallToolRequest, idem.Pending) (*mcp.CallToolResult, error) {
+		return nil, idem.NotDone(errors.New("not there"))
+	})
+	args := &mcp.CallToolParams{Name: "create", Arguments: map[string]any{"title": "t"}}
+	slow, err := idemtest.Connect(context.Background(), a.server(idem.New(s, opts), notDone), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	first := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := slow.CallTool(context.Background(), args)
+		first <- res
+	}()
+	for deadline := time.Now().Add(10 * time.Second); a.posts.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first create never reached the API")
+		}
+	}
+	clock.Advance(2 * time.Minute) // the first claim's lease has passed
+	other, err := idemtest.Connect(context.Background(), a.server(idem.New(s, opts), notDone), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if n := numberOf(t, callTool(t, other, "create", args.Arguments.(map[string]any), nil)); n != 2 {
+		t.Fatalf("the repeat after reconcile answered %d, want the second create", n)
+	}
+	close(a.held)
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first call never answered")
+	}
+	again := callTool(t, other, "create", args.Arguments.(map[string]any), nil)
+	if n := numberOf(t, again); n != 2 || again.Meta[idem.MetaReplayed] != true {
+		t.Fatalf("a repeat answered %d (replayed %v), want the second create replayed", n, again.Meta[idem.MetaReplayed])
+	}
+}
+
+// guardAnswerExpires: a repeat within the TTL gets the first answer; after
+// it, the call runs again.
+func guardAnswerExpires(t *testing.T, h Harness) {
+	a := newOutsideAPI(t)
+	clock := NewClock(time.Now())
+	cs, err := idemtest.Connect(context.Background(), a.server(idem.New(h.New(t, clock.Now), &idem.Options{TTL: time.Hour, Now: clock.Now})), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"title": "t"}
+	for i, step := range []time.Duration{0, 59 * time.Minute, 2 * time.Minute} {
+		clock.Advance(step)
+		if n, want := numberOf(t, callTool(t, cs, "create", args, nil)), []int{1, 1, 2}[i]; n != want {
+			t.Fatalf("after %v more: answered %d, want %d", step, n, want)
+		}
+	}
+}
