@@ -17,4 +17,6 @@ func BenchmarkSuite(b *testing.B) {
 
 // BenchmarkGuard is what idem.Guard's middleware costs a server whose tool
 // calls an outside API (storebench.Guard), on this store.
-func BenchmarkGuard(b *testing.B) { storebench.Guard(b, open(b, filepath.Join(b.TempDir(), "guard.db"), nil)) }
+func BenchmarkGuard(b *testing.B) {
+	storebench.Guard(b, open(b, filepath.Join(b.TempDir(), "guard.db"), nil))
+}
