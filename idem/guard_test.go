@@ -755,3 +755,61 @@ func TestGuardModelRetries(t *testing.T) {
 		t.Fatalf("retries %+v: want the same arguments sent again, with 1 comment after", retries)
 	}
 }
+
+// TestGuardRefusesAsAddTool: bad input gets, through the guard, the very
+// refusal (code and words) that idem.AddTool gives the same tool.
+func TestGuardRefusesAsAddTool(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	guarded := connect(t, trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{
+		"create_issue": {idem.RequireOpID()},
+		"add_comment":  {idem.RecordKeys("title", "body")},
+	}))
+	wrapped := mcp.NewServer(&mcp.Implementation{Name: "tracker", Version: "v1"}, nil)
+	store := memory.New(nil)
+	noop := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+		return nil, issue{}, nil
+	}
+	idem.AddTool(wrapped, &mcp.Tool{Name: "create_issue", Description: "Create an issue."}, store, noop, idem.RequireOpID())
+	idem.AddTool(wrapped, &mcp.Tool{Name: "add_comment", Description: "Comment on an issue."}, store, noop, idem.RecordKeys("title", "body"))
+	plain := connect(t, wrapped)
+	secret := "SECRET-VALUE-42"
+	for _, c := range []struct {
+		tool string
+		args any
+		meta mcp.Meta
+	}{
+		{"create_issue", map[string]any{"title": secret}, nil},
+		{"create_issue", map[string]any{"title": secret, "op_id": secret + " x"}, nil},
+		{"create_issue", map[string]any{"title": secret, "op_id": 42}, nil},
+		{"create_issue", map[string]any{"title": secret, "op_id": "a"}, mcp.Meta{idem.MetaOpID: "b"}},
+		{"create_issue", map[string]any{"title": secret, "op_id": strings.Repeat("x", 129)}, nil},
+		{"create_issue", map[string]any{"title": 7, "op_id": "op-1"}, nil},
+		{"create_issue", map[string]any{"op_id": "op-1"}, nil},
+		{"create_issue", map[string]any{"title": "t", "op_id": "op-1", secret: 1}, nil},
+		{"create_issue", json.RawMessage(`"` + secret + `"`), nil},
+		{"add_comment", map[string]any{"title": secret}, nil},
+		{"add_comment", map[string]any{"title": secret, "body": nil}, nil},
+		{"add_comment", map[string]any{"title": []any{secret}, "body": "b"}, nil},
+		{"add_comment", json.RawMessage(`{"title":"\ud800` + secret + `","body":"b"}`), nil},
+	} {
+		p := &mcp.CallToolParams{Name: c.tool, Arguments: c.args, Meta: c.meta}
+		got, err := guarded.CallTool(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := plain.CallTool(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.IsError || codeOf(got) == "" || codeOf(got) != codeOf(want) || textOf(got) != textOf(want) {
+			t.Errorf("%s %v: guard %q %q, AddTool %q %q", c.tool, c.args, codeOf(got), textOf(got), codeOf(want), textOf(want))
+		}
+		if strings.Contains(textOf(got), "SECRET") {
+			t.Errorf("%s: the refusal quotes the arguments: %q", c.tool, textOf(got))
+		}
+	}
+	if tr.posts.Load() != 0 {
+		t.Fatalf("%d posts after bad input, want 0", tr.posts.Load())
+	}
+}
