@@ -214,13 +214,16 @@ func (g *Guard) serveOp(ctx context.Context, o *outcall, run runFunc) Answer {
 	defer release()
 	busyAt := time.Now().Add(cfg.busyAfter)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
-		st, rec, err := g.claim(ctx, o)
+		st, rec, err := g.readOrClaim(ctx, o)
 		if err != nil {
 			g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: claim failed", slog.String("tool", o.c.Tool), slog.String("error", err.Error()))
 			return o.refuse(CodeInternal, "the call was not run: the server could not record it; it is safe to retry")
 		}
 		if st != claimOwned && rec.Fingerprint != o.fp {
 			return o.keyReused()
+		}
+		if st != claimHeld {
+			g.recent.add(o.key)
 		}
 		switch st {
 		case claimOwned:
@@ -244,6 +247,20 @@ func (g *Guard) serveOp(ctx context.Context, o *outcall, run runFunc) Answer {
 			return o.refuse(CodeInternal, "the call was cancelled while it waited for the same operation; it did not run")
 		}
 	}
+}
+
+// readOrClaim is claim, but for an operation this Guard answered lately:
+// its record is read first outside a transaction, on stores that can, and
+// claimed only when it is not there.
+func (g *Guard) readOrClaim(ctx context.Context, o *outcall) (claimState, *oprecord.Record, error) {
+	r, ok := g.s.(backend.Reader)
+	if ok && g.recent.has(o.key) {
+		rec := new(oprecord.Record)
+		if _, err := r.Read(context.WithoutCancel(ctx), o.key, rec); err == nil {
+			return stateOf(rec, g.c.now()), rec, nil
+		}
+	}
+	return g.claim(ctx, o)
 }
 
 // claim reads the operation's record and, when there is none, creates the

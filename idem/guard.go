@@ -47,6 +47,11 @@ type Guard struct {
 	c     *config // the server-wide settings
 	lease time.Duration
 	fl    *flights
+	// recent are the operations this Guard answered lately: a repeat of
+	// one is read outside a transaction first, on stores that can, so a
+	// replay takes no write transaction (on SQLite, no turn of its one
+	// writer).
+	recent *recentOps
 
 	status *Wrapped // get_operation, as published
 
@@ -133,7 +138,7 @@ func New(s Store, opts *Options) *Guard {
 	if err != nil {
 		panic(err.Error())
 	}
-	return &Guard{s: s, c: c, lease: lease, fl: &flights{m: make(map[Key]chan struct{})},
+	return &Guard{s: s, c: c, lease: lease, fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
 		status: status, defs: make(map[defKey]*guardTool)}
 }
 
