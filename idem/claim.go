@@ -348,7 +348,7 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 		return r.passed()
 	}
 	unknown := *claim
-	unknown.State, unknown.LeaseUntil = oprecord.Unknown, nil
+	unknown.State = oprecord.Unknown // its lease kept: until it ends, the call may still be in flight upstream
 	if err := g.settle(sctx, o.key, claim.Token, &unknown); err != nil {
 		g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: the unknown outcome of a guarded call was not recorded", slog.String("tool", o.c.Tool), slog.String("error", err.Error()))
 	}
@@ -365,7 +365,7 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 }
 
 const (
-	unknownOutcomeMessage     = "The server cannot tell whether this call took effect: a repeat with the same arguments is answered unknown_outcome until it is settled. Check whether it took effect before you try again."
+	unknownOutcomeMessage     = "The server cannot tell whether this call took effect. Do not change the arguments to try again: a repeat with the same ones is answered with the first result once the server can tell, and refused with unknown_outcome until then."
 	unknownOutcomeOpIDMessage = "The server cannot tell whether this call took effect: call get_operation with this op_id before you try again, and never resend it under a new op_id."
 )
 
@@ -443,6 +443,11 @@ func (g *Guard) reconcile(ctx context.Context, decode func(json.RawMessage) (any
 	res, err := callReconcile(ctx, cfg, c, p)
 	sctx := context.WithoutCancel(ctx)
 	switch {
+	case errors.Is(err, ErrNotDone) && rec.LeaseUntil != nil && g.c.now().Before(*rec.LeaseUntil):
+		// Not there yet may be not there yet: within the claim's lease
+		// the call may still be in flight upstream (behind a gateway that
+		// answered 502, say), so only its lease's end makes it not done.
+		return nil, nil, false
 	case errors.Is(err, ErrNotDone):
 		if err := g.settle(sctx, k, rec.Token, nil); err != nil && !errors.Is(err, errFenced) && !errors.Is(err, ErrNotFound) {
 			return nil, nil, false

@@ -300,7 +300,10 @@ type Pending struct {
 //   - the result the call would have answered, when the effect happened:
 //     it is stored as the call's answer and replayed;
 //   - an error wrapping [ErrNotDone] ([NotDone]), when it certainly did not
-//     happen: the claim is released, and a repeat runs the handler;
+//     happen: the claim is released, and a repeat runs the handler. Until
+//     the claim's lease has ended this counts as "cannot tell": the call
+//     may still be in flight upstream (a gateway answered 502 while the
+//     API went on);
 //   - any other error, or a nil result, when it cannot tell: the outcome
 //     stays unknown.
 func Reconcile(f func(ctx context.Context, req *mcp.CallToolRequest, p Pending) (*mcp.CallToolResult, error)) Option {
@@ -339,6 +342,13 @@ type idempotencyKeyKey struct{}
 // JSON-RPC id or a session: every repeat of the operation, on any
 // connection or process, gets the same key, and no other operation does.
 // It is a UUID (version 8, RFC 9562), which APIs that want a UUID take.
+//
+// Send it only to an API that honours it. net/http takes a request with an
+// Idempotency-Key header as safe to send again, and does so by itself when
+// a kept-alive connection breaks before the answer: against an API that
+// ignores the header, that is a second create under the guard. To send
+// the key all the same, set the request's GetBody to nil, which stops
+// net/http from sending it again.
 func IdempotencyKey(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(idempotencyKeyKey{}).(string)
 	return k, ok

@@ -48,6 +48,18 @@ func (a *Guarded) Publish(ctx context.Context, def ToolDef) (pub ToolDef, ok boo
 // and openWorldHint false.
 func (a *Guarded) Status() ToolDef { return a.g.status.Def }
 
+// ListsStatus reports whether get_operation is to be listed: some guarded
+// tool takes an op id, which is what it looks operations up by. (A server
+// that lists its own get_operation gets [Guarded.Status] in its place.)
+func (a *Guarded) ListsStatus() bool {
+	for _, p := range a.ps {
+		if p.c.opID {
+			return true
+		}
+	}
+	return false
+}
+
 // Call answers c, a call of the guarded tool def (as the server lists it):
 // a refusal, a replay, or run's own answer (Answer.Passed). run calls the
 // server's handler with the arguments it is to get.

@@ -21,7 +21,8 @@ import (
 //     only where every repeat of the same arguments has no further effect
 //     (record keys, or a required op id), gains op_id in its input schema
 //     when it takes one, and a description that says which arguments are
-//     keys and who mints op_id; get_operation is listed;
+//     keys and who mints op_id; get_operation is listed when a guarded
+//     tool takes an op id;
 //   - guards tools/call of a guarded tool: the op id and the record keys
 //     are checked, then the arguments against the tool's input schema, with
 //     the coded refusals of [AddTool]; a repeat of an operation that has an
@@ -94,7 +95,7 @@ func listed(ctx context.Context, a *Guarded, lr *mcp.ListToolsResult) *mcp.ListT
 		}
 		out.Tools = append(out.Tools, t)
 	}
-	if !listedStatus && lr.NextCursor == "" {
+	if !listedStatus && lr.NextCursor == "" && a.ListsStatus() {
 		out.Tools = append(out.Tools, status)
 	}
 	return &out

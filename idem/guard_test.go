@@ -366,21 +366,27 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 }
 
 // TestGuardReconcileNotDone: an unknown outcome that reconcile finds did
-// not happen is released, and the repeat creates the issue once.
+// not happen is released once the claim's lease has ended (before, the call
+// may still be in flight upstream), and the repeat creates the issue once.
 func TestGuardReconcileNotDone(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
 	tr.fail = func() (int, bool) { return http.StatusBadGateway, false }
-	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID(), idem.Reconcile(tr.findIssue)}})
-	cs, err := idemtest.Connect(ctx, srv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	clock := newFakeClock()
+	guard := idem.New(memory.New(&memory.Options{Now: clock.now}), &idem.Options{Lease: time.Minute, Now: clock.now})
+	cs := connect(t, trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), idem.Reconcile(tr.findIssue)}}))
 	args := map[string]any{"title": "lost", "op_id": "op-8"}
 	if first, err := cs.CallTool(ctx, call("create_issue", args)); err != nil || codeOf(first) != "unknown_outcome" {
 		t.Fatalf("first: %v %v, want unknown_outcome", err, first)
 	}
+	early, err := cs.CallTool(ctx, call("create_issue", args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if codeOf(early) != "unknown_outcome" || tr.posts.Load() != 1 {
+		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.posts.Load())
+	}
+	clock.add(2 * time.Minute)
 	again, err := cs.CallTool(ctx, call("create_issue", args))
 	if err != nil {
 		t.Fatal(err)
@@ -428,6 +434,19 @@ func TestGuardListsHonestTools(t *testing.T) {
 	}
 	if !strings.Contains(ac.Description, "within 24 hours is answered with the first call's answer") {
 		t.Fatalf("add_comment's description does not say the trade-off: %q", ac.Description)
+	}
+
+	// get_operation looks operations up by op id: with no guarded tool
+	// that takes one, it is not listed.
+	keyed := connect(t, trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}))
+	lr, err = keyed.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range lr.Tools {
+		if tl.Name == "get_operation" {
+			t.Fatal("get_operation listed, though no guarded tool takes an op id")
+		}
 	}
 }
 

@@ -44,7 +44,11 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 		if d != "" && !strings.HasSuffix(d, ".") {
 			d += "."
 		}
-		p.Description = strings.TrimSpace(d + " Record key: names the record this call writes; a repeat with the same value writes the same record.")
+		keyNote := " Record key: names the record this call writes; a repeat with the same value writes the same record."
+		if c.outside {
+			keyNote = " Record key: a repeat with the same record keys is answered with the first call's answer."
+		}
+		p.Description = strings.TrimSpace(d + keyNote)
 		schema.Properties[k] = p
 	}
 	// op_id is in required exactly when the tool requires it, whatever In

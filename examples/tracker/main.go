@@ -21,8 +21,9 @@
 //   - add_comment is keyed by repo, number and body: the same comment again
 //     within the TTL gets the first answer, as its description says.
 //   - list_issues reads, unguarded (readOnlyHint).
-//   - get_operation, which the guard lists, looks up calls sent with an op
-//     id; these tools take none, so a caller asks by sending the call again.
+//   - get_operation looks up calls sent with an op id; these tools take
+//     none, so the guard does not list it, and a caller asks by sending
+//     the call again.
 //
 // An API failure is read as the handler's error says: a 4xx other than
 // 408, 409 and 429, or a refused connection, means the API did not act

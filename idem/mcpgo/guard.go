@@ -82,7 +82,9 @@ func Guard(g *idem.Guard, tools idem.Tools, opts *Options) server.ServerOption {
 	return func(s *server.MCPServer) {
 		server.WithToolHandlerMiddleware(gd.middleware(s))(s)
 		server.WithToolFilter(gd.list)(s)
-		s.AddTool(gd.status, gd.lookup)
+		if gd.a.ListsStatus() { // some guarded tool takes an op id, which get_operation looks up
+			s.AddTool(gd.status, gd.lookup)
+		}
 	}
 }
 

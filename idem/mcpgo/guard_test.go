@@ -436,12 +436,22 @@ func TestGuardReconcileNotDone(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
 	tr.failNext(http.StatusBadGateway, false)
-	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID(), mcpgo.Reconcile(tr.findIssue)}}, nil)
+	// The clock the guard and the store read: reconcile's "not done" counts
+	// only once the claim's lease has ended.
+	var ns atomic.Int64
+	ns.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, ns.Load()) }
+	guard := idem.New(memory.New(&memory.Options{Now: now}), &idem.Options{Lease: time.Minute, Now: now})
+	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), mcpgo.Reconcile(tr.findIssue)}}, nil)
 	c := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(srv)), nil)
 	args := map[string]any{"title": "lost", "op_id": "op-8"}
 	if first := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(first) != "unknown_outcome" {
 		t.Fatalf("first: %v, want unknown_outcome", first.Meta)
 	}
+	if early := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(early) != "unknown_outcome" || tr.posts.Load() != 1 {
+		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.posts.Load())
+	}
+	ns.Add(int64(2 * time.Minute))
 	again := mustCall(t, ctx, c, "create_issue", args, nil)
 	if got := structuredJSON(t, again); !strings.Contains(got, `"number":1`) || metaOf(again, idem.MetaReplayed) == true {
 		t.Fatalf("repeat: %s %v, want a first create", got, again.Meta)
