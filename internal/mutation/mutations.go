@@ -909,4 +909,13 @@ var mutations = []mutation{
 		Pkg:    "./idem",
 		Run:    "^TestGuardIdempotencyKey$",
 	},
+	{
+		Name:   "guard/reconcile-within-lease",
+		Guards: "a reconcile that finds nothing within the claim's lease leaves the outcome unknown: the call may still be in flight",
+		File:   "idem/claim.go",
+		From:   "case errors.Is(err, ErrNotDone) && rec.LeaseUntil != nil && g.c.now().Before(*rec.LeaseUntil):",
+		To:     "case false:",
+		Pkg:    "./idem",
+		Run:    "^TestGuardReconcileNotDone$",
+	},
 }
