@@ -27,7 +27,7 @@
 // Documents live in one table, <prefix>idem_docs, with a jsonb document, a
 // version and an expires_at column and a primary key on (collection, id).
 // Transactions run at SERIALIZABLE isolation and are retried on
-// serialization failures, deadlocks and unique violations. See
+// serialization failures and deadlocks, and once on a unique violation. See
 // docs/postgres.md for the schema, the isolation choice and the costs.
 package postgres
 
