@@ -51,14 +51,24 @@ func (s *HTTPServer) Close() {
 }
 
 // Connect connects a new go-sdk client to s over streamable HTTP, as a
-// client that reconnects would; the client opens with the protocol it
-// prefers and falls back as it does against any server. Close the session
-// when done.
+// client that reconnects would: the client opens with the protocol it
+// prefers and falls back as it does against any server, then lists the
+// tools, as clients do before they call one (a server that asks for
+// arguments in request headers, Mcp-Param-*, gets them only from a client
+// that listed its tools). Close the session when done.
 func (s *HTTPServer) Connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "idemtest", Version: "v0"}, nil)
 	// MaxRetries -1: a lost answer is an error at once, not a reconnect
 	// that waits for a stream the reset ended.
-	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: s.hs.Client(), MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: s.hs.Client(), MaxRetries: -1}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		cs.Close()
+		return nil, fmt.Errorf("idemtest: listing the tools: %w", err)
+	}
+	return cs, nil
 }
 
 // DropAndRetry is [DropAndRetry] over HTTP: it sends params to s with the

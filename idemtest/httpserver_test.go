@@ -266,3 +266,26 @@ func TestSubjectServerOrHandler(t *testing.T) {
 		t.Errorf("%d created by a Subject that was refused", tr.created())
 	}
 }
+
+// TestHTTPServerSendsParamHeaders: a server that asks for an argument in a
+// request header (x-mcp-header), as github-mcp-server does for owner and
+// repo, refuses a call without it; HTTPServer's clients list the tools
+// first, as clients do, and so send it.
+func TestHTTPServerSendsParamHeaders(t *testing.T) {
+	ctx := httpContext(t)
+	runs := 0
+	srv := mcp.NewServer(&mcp.Implementation{Name: "h", Version: "v1"}, nil)
+	schema := json.RawMessage(`{"type":"object","properties":{"owner":{"type":"string","x-mcp-header":"Owner"}},"required":["owner"]}`)
+	srv.AddTool(&mcp.Tool{Name: "touch", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		runs++
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	hs := idemtest.NewHTTPServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	defer hs.Close()
+	if _, err := hs.DropAndRetry(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"owner": "acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 {
+		t.Fatalf("the handler ran %d times, want 2 (the lost call and its retry)", runs)
+	}
+}
