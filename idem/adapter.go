@@ -37,8 +37,9 @@ type Call struct {
 	Tool      string          // params.name
 	Arguments json.RawMessage // params.arguments as sent; nil when absent
 	Meta      map[string]any  // params._meta
-	// Authenticated says the transport authenticated the caller, and User
-	// is its user id, the default scope. An authenticated call without a
+	// Authenticated says the caller presented credentials (a token the
+	// transport verified, or an Authorization header the server checks on
+	// its own), and User is its user id, the default scope, when known. An authenticated call without a
 	// user id is refused an op id (scope_required): its operations could
 	// not be kept apart from other callers'.
 	Authenticated bool

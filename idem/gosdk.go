@@ -174,8 +174,15 @@ func handlerOf(serve func(context.Context, *Call) Answer) mcp.ToolHandler {
 // callOf is req as the middleware reads it.
 func callOf(req *mcp.CallToolRequest) *Call {
 	c := &Call{Tool: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta, Request: req}
-	if req.Extra != nil && req.Extra.TokenInfo != nil {
-		c.Authenticated, c.User = true, req.Extra.TokenInfo.UserID
+	if e := req.Extra; e != nil {
+		switch {
+		case e.TokenInfo != nil:
+			c.Authenticated, c.User = true, e.TokenInfo.UserID
+		case e.Header.Get("Authorization") != "":
+			// Credentials the server checks on its own (in a middleware of
+			// its HTTP handler): a caller, but not one the SDK knows.
+			c.Authenticated = true
+		}
 	}
 	if ss := req.Session; ss != nil {
 		c.SessionID = ss.ID()

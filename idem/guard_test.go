@@ -832,3 +832,73 @@ func TestGuardRefusesAsAddTool(t *testing.T) {
 		t.Fatalf("%d posts after bad input, want 0", tr.posts.Load())
 	}
 }
+
+// bearer is an http.RoundTripper that sends a bearer token.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestGuardOwnAuthNeedsAScope: a server that checks bearer tokens in a
+// middleware of its own leaves the SDK no user id; with the default scope
+// every caller would share one, and one would get another's answer. So the
+// guard refuses such calls scope_required until the server says who its
+// callers are, and then keeps them apart.
+func TestGuardOwnAuthNeedsAScope(t *testing.T) {
+	for _, scoped := range []bool{false, true} {
+		t.Run(fmt.Sprint("scope=", scoped), func(t *testing.T) {
+			ctx := ctxFor(t)
+			tr := newTracker(t)
+			var opts *idem.Options
+			if scoped {
+				opts = &idem.Options{Scope: func(ctx context.Context, req *mcp.CallToolRequest) string {
+					return strings.TrimPrefix(req.Extra.Header.Get("Authorization"), "Bearer ")
+				}}
+			}
+			guard := idem.New(memory.New(nil), opts)
+			tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
+			mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return trackerServer(tr, guard, tools) },
+				&mcp.StreamableHTTPOptions{Stateless: true})
+			ownAuth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+					http.Error(w, "unauthorized", http.StatusUnauthorized)
+					return
+				}
+				mcpHandler.ServeHTTP(w, r)
+			})
+			hs := httptest.NewServer(ownAuth)
+			defer hs.Close()
+			var answers []*mcp.CallToolResult
+			for _, user := range []string{"alice", "bob"} {
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v1"}, nil).Connect(ctx,
+					&mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: &http.Client{Transport: bearer{user}}, MaxRetries: -1}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := cs.CallTool(ctx, call("add_comment", map[string]any{"title": "LGTM", "body": "ship it"}))
+				cs.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				answers = append(answers, res)
+			}
+			if !scoped {
+				for _, res := range answers {
+					if codeOf(res) != "scope_required" {
+						t.Fatalf("without a scope: %v, want scope_required", res.Meta)
+					}
+				}
+				if tr.posts.Load() != 0 {
+					t.Fatalf("%d posts, want 0", tr.posts.Load())
+				}
+				return
+			}
+			if tr.posts.Load() != 2 || answers[1].Meta[idem.MetaReplayed] == true {
+				t.Fatalf("%d posts, bob replayed %v: want 2 posts, and bob's own answer", tr.posts.Load(), answers[1].Meta[idem.MetaReplayed])
+			}
+		})
+	}
+}

@@ -233,7 +233,7 @@ func Observe(f func(context.Context, Event)) Option {
 
 // opScope returns the scope of a call with an op id, or a refusal: with
 // RequireScope and no scope; or, with the default scope (no Scope option),
-// for a caller that is authenticated but whose token carries no user id,
+// for a caller that is authenticated but whose user id the server does not know,
 // since every such caller would share the empty scope and could replay
 // another's result.
 func (c *config) opScope(ctx context.Context, call *Call) (string, *Error) {
@@ -244,7 +244,7 @@ func (c *config) opScope(ctx context.Context, call *Call) (string, *Error) {
 	case c.requireScope:
 		return "", newError(CodeScopeRequired, "this tool needs an authenticated caller")
 	case !c.customScope && call.Authenticated:
-		return "", newError(CodeScopeRequired, "the caller is authenticated but its token carries no user id, so its operations cannot be kept apart from other callers'; the server's token verifier must set one")
+		return "", newError(CodeScopeRequired, "the caller is authenticated but the server knows no user id for it, so its operations cannot be kept apart from other callers'; the server must say who its callers are (a token verifier that sets the user id, or a Scope)")
 	}
 	return "", nil
 }

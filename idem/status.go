@@ -84,7 +84,7 @@ const (
 		"a call sent without an op id has no record here: check its effect with the server's own read tools"
 	lookupBadOpIDMessage = "no operation was sent with this op id: an op id is 1 to 128 printable ASCII characters without spaces; look up the op id the call carried"
 	lookupScopeMessage   = "get_operation answers only the caller that sent the operation: send the credentials the call was sent with"
-	lookupNoUserMessage  = "the caller is authenticated but its token carries no user id, so the operations it sent cannot be told from other callers'; the server's token verifier must set one"
+	lookupNoUserMessage  = "the caller is authenticated but the server knows no user id for it, so the operations it sent cannot be told from other callers'; the server must say who its callers are (a token verifier that sets the user id, or a Scope)"
 	lookupFailedMessage  = "the operation could not be looked up, which says nothing of whether it committed: ask again before sending it again"
 )
 

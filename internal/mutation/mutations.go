@@ -918,4 +918,13 @@ var mutations = []mutation{
 		Pkg:    "./idem",
 		Run:    "^TestGuardReconcileNotDone$",
 	},
+	{
+		Name:   "gosdk/authorization-header",
+		Guards: "a go-sdk caller that sends an Authorization header the server checks on its own counts as authenticated: without a scope it is refused, not given the empty scope that every such caller would share",
+		File:   "idem/gosdk.go",
+		From:   `case e.Header.Get("Authorization") != "":`,
+		To:     `case false:`,
+		Pkg:    "./idem",
+		Run:    "^TestGuardOwnAuthNeedsAScope$",
+	},
 }
