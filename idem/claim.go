@@ -101,6 +101,16 @@ func (g *Guard) serve(ctx context.Context, gt *guardTool, c *Call, run runFunc) 
 
 // newOutcall checks a call and says what identifies its operation.
 func (g *Guard) newOutcall(ctx context.Context, gt *guardTool, c *Call) (*outcall, *Error) {
+	if gt.p.c.onlyArg != "" {
+		if named, _ := parseArgs(c.Arguments); !gt.p.c.guards(named) {
+			// A call the tool does not guard (OnlyWhen): as without the guard.
+			args := c.Arguments
+			if !gt.ownOpID {
+				args = withoutOpID(args)
+			}
+			return &outcall{gt: gt, c: c, args: args}, nil
+		}
+	}
 	args, opID, refused := gt.t.check(c)
 	if refused != nil {
 		return nil, refused

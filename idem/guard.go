@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -89,8 +90,8 @@ type Options struct {
 }
 
 // Tools names the tools a [Guard.Middleware] guards, each with the options
-// that differ per tool: [RecordKeys], [OpID], [RequireOpID], [ForApps] and
-// [Reconcile]. A tool with none of the first three is guarded only when
+// that differ per tool: [RecordKeys], [OpID], [RequireOpID], [ForApps],
+// [OnlyWhen] and [Reconcile]. A tool with none of the first three is guarded only when
 // its client sends a stable id of the call (see docs/clients.md).
 type Tools map[string][]Option
 
@@ -331,6 +332,56 @@ func ReconcileFunc(f func(ctx context.Context, c *Call, p Pending) (any, error))
 		}
 		c.reconcile = f
 	}}
+}
+
+// OnlyWhen guards only the calls of a tool whose argument arg is one of
+// values (a string, as sent), or, with no values, is sent at all (present,
+// not null, not ""): a tool that does several things guards the one that
+// creates (issue_write's "method" "create"), or the calls that carry what
+// is created (a comment's "body", beside a reaction). Other calls run as
+// without the guard. The record keys and a required op id are then
+// required only of guarded calls, the description says which calls are
+// guarded, and idempotentHint is the tool's own (not every call is
+// guarded). OnlyWhen is for [Guard.Middleware]; [AddTool] refuses it.
+func OnlyWhen(arg string, values ...string) Option {
+	return Option{apply: func(c *config) {
+		if arg == "" {
+			c.invalid("OnlyWhen needs an argument name")
+			return
+		}
+		c.onlyArg, c.onlyValues = arg, values
+	}}
+}
+
+// guards reports whether a call with the argument members named is one
+// the tool guards (see OnlyWhen).
+func (c *config) guards(named argMembers) bool {
+	if c.onlyArg == "" {
+		return true
+	}
+	raw, ok := named.get(c.onlyArg)
+	if !ok || string(raw) == "null" || string(raw) == `""` {
+		return false
+	}
+	if len(c.onlyValues) == 0 {
+		return true
+	}
+	v, isStr := stringOf(raw)
+	return isStr && slices.Contains(c.onlyValues, v)
+}
+
+// onlyWhenPhrase says which calls OnlyWhen guards, for a description:
+// ` when "method" is "create"`; "" without OnlyWhen.
+func (c *config) onlyWhenPhrase() string {
+	switch {
+	case c.onlyArg == "":
+		return ""
+	case len(c.onlyValues) == 0:
+		return fmt.Sprintf(" when %q is sent", c.onlyArg)
+	}
+	vals := quoteAll(c.onlyValues)
+	or := strings.Join(vals, " or ")
+	return fmt.Sprintf(" when %q is %s", c.onlyArg, or)
 }
 
 type idempotencyKeyKey struct{}

@@ -902,3 +902,76 @@ func TestGuardOwnAuthNeedsAScope(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardOnlyWhen: a tool that creates or updates, by its "method", is
+// guarded on its creates alone: a lost create makes one issue, an update
+// without the create's key runs as it would without the guard, and the
+// published tool says which calls are guarded without claiming every call
+// is idempotent.
+func TestGuardOnlyWhen(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	var updates atomic.Int64
+	type writeIn struct {
+		Method string `json:"method"`
+		Title  string `json:"title,omitempty"`
+		Number int    `json:"number,omitempty"`
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tracker", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "issue_write", Description: "Create or update an issue."}, func(ctx context.Context, req *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, issue, error) {
+		if in.Method == "update" {
+			updates.Add(1)
+			return nil, issue{Number: in.Number}, nil
+		}
+		return tr.createIssue(ctx, req, newIssue{Title: in.Title})
+	})
+	srv.AddReceivingMiddleware(idem.New(memory.New(nil), nil).Middleware(idem.Tools{
+		"issue_write": {idem.OnlyWhen("method", "create"), idem.RecordKeys("title")},
+	}))
+	if _, err := idemtest.DropAndRetry(ctx, srv, call("issue_write", map[string]any{"method": "create", "title": "t"})); err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, srv)
+	for range 2 {
+		res, err := cs.CallTool(ctx, call("issue_write", map[string]any{"method": "update", "number": 1}))
+		if err != nil || res.IsError {
+			t.Fatalf("an update without a title: %v %v, want it run", err, res)
+		}
+	}
+	missing, err := cs.CallTool(ctx, call("issue_write", map[string]any{"method": "create"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.created() != 1 || updates.Load() != 2 || codeOf(missing) != "missing_key" {
+		t.Fatalf("%d created, %d updates, a create without its key %q; want 1, 2 and missing_key", tr.created(), updates.Load(), codeOf(missing))
+	}
+	lr, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range lr.Tools {
+		if tl.Name != "issue_write" {
+			continue
+		}
+		schema, _ := json.Marshal(tl.InputSchema)
+		if tl.Annotations.IdempotentHint || strings.Contains(string(schema), `"required":["method","title"]`) ||
+			!strings.Contains(tl.Description, `Safe to retry with the same arguments when "method" is "create"`) {
+			t.Fatalf("published: idempotentHint %v, schema %s, description %q", tl.Annotations.IdempotentHint, schema, tl.Description)
+		}
+	}
+}
+
+// TestOnlyWhenIsTheGuards: idem.AddTool, whose record keys name the record
+// every call writes, refuses OnlyWhen.
+func TestOnlyWhenIsTheGuards(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "OnlyWhen") {
+			t.Fatalf("recovered %v, want a panic that names OnlyWhen", r)
+		}
+	}()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "v1"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "t"}, memory.New(nil),
+		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+			return nil, issue{}, nil
+		}, idem.RecordKeys("title"), idem.OnlyWhen("title"))
+}

@@ -51,6 +51,10 @@ type config struct {
 	// store; reconcile settles its unknown outcomes (Reconcile).
 	outside   bool
 	reconcile func(ctx context.Context, c *Call, p Pending) (any, error)
+	// onlyArg, when set, guards only the calls whose argument onlyArg is
+	// one of onlyValues, or, with none, is sent (OnlyWhen).
+	onlyArg    string
+	onlyValues []string
 
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider

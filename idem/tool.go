@@ -26,7 +26,10 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 	}
 	c.instruments.named(def.Name)
 	pub := def
-	pub.Idempotent = def.Idempotent || def.ReadOnly || len(c.keys) > 0 || c.requireOpID
+	if c.onlyArg != "" && !c.outside {
+		return nil, fmt.Errorf("OnlyWhen is for tools a Guard guards (Guard.Middleware)")
+	}
+	pub.Idempotent = def.Idempotent || def.ReadOnly || (c.onlyArg == "" && (len(c.keys) > 0 || c.requireOpID))
 
 	schema, err := inputSchema[In](def.InputSchema)
 	if err != nil {
@@ -57,12 +60,16 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 	schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
 		return slices.Contains(c.keys, r) || r == opIDArgument
 	})
-	schema.Required = append(schema.Required, c.keys...)
+	if c.onlyArg == "" { // with OnlyWhen, only guarded calls need them
+		schema.Required = append(schema.Required, c.keys...)
+	}
 	if c.opID {
 		note := opIDOptionalNote
 		if c.requireOpID {
 			note = opIDRequiredNote
-			schema.Required = append(schema.Required, opIDArgument)
+			if c.onlyArg == "" {
+				schema.Required = append(schema.Required, opIDArgument)
+			}
 		}
 		p := &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
 		if own, ok := schema.Properties[opIDArgument]; ok {
@@ -122,8 +129,8 @@ func retryNotes(c *config, def ToolDef, idempotent bool) []string {
 	switch {
 	case len(c.keys) > 0 && c.outside:
 		keys := joinAnd(quoteAll(c.keys))
-		notes = append(notes, fmt.Sprintf("Safe to retry with the same arguments: a repeat with the same %s within %s is answered with the first call's answer and does nothing again, so an identical call meant as a new one in that time also gets the first answer; change %s to make a new one.",
-			keys, humanDuration(c.ttl), keys))
+		notes = append(notes, fmt.Sprintf("Safe to retry with the same arguments%s: a repeat with the same %s within %s is answered with the first call's answer and does nothing again, so an identical call meant as a new one in that time also gets the first answer; change %s to make a new one.",
+			c.onlyWhenPhrase(), keys, humanDuration(c.ttl), keys))
 	case len(c.keys) > 0:
 		notes = append(notes, fmt.Sprintf("Safe to retry with the same %s: %s the record, so a repeat writes it again instead of adding one.",
 			joinAnd(quoteAll(c.keys)), map[bool]string{true: "it names", false: "they name"}[len(c.keys) == 1]))
@@ -134,7 +141,11 @@ func retryNotes(c *config, def ToolDef, idempotent bool) []string {
 		notes = append(notes, notRepeatableNote)
 	}
 	if c.opID {
-		notes = append(notes, "op_id "+map[bool]string{false: opIDOptionalNote, true: opIDRequiredNote}[c.requireOpID])
+		note := "op_id " + map[bool]string{false: opIDOptionalNote, true: opIDRequiredNote}[c.requireOpID]
+		if c.requireOpID && c.onlyArg != "" {
+			note = "op_id (required" + c.onlyWhenPhrase() + ")" + strings.TrimPrefix(opIDRequiredNote, "(required)")
+		}
+		notes = append(notes, note)
 	}
 	return notes
 }

@@ -927,4 +927,13 @@ var mutations = []mutation{
 		Pkg:    "./idem",
 		Run:    "^TestGuardOwnAuthNeedsAScope$",
 	},
+	{
+		Name:   "guard/only-when",
+		Guards: "a tool guarded OnlyWhen runs its other calls as without the guard: an update without the create's key is not refused",
+		File:   "idem/guard.go",
+		From:   "\tif c.onlyArg == \"\" {\n\t\treturn true\n\t}\n\traw, ok := named.get(c.onlyArg)",
+		To:     "\tif true {\n\t\treturn true\n\t}\n\traw, ok := named.get(c.onlyArg)",
+		Pkg:    "./idem",
+		Run:    "^TestGuardOnlyWhen$",
+	},
 }
