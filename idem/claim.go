@@ -336,8 +336,12 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 	// its outcome is known; the lease bounds it.
 	hctx := context.WithValue(context.WithoutCancel(ctx), idempotencyKeyKey{}, o.upstream)
 	hctx, cancel := context.WithTimeout(hctx, g.lease-g.lease/10) // ends before the lease does
+	hctx, trace := withEffectTrace(hctx)
 	r := o.run(hctx, g)
 	cancel()
+	if g.httpEffects && r.effect() == effectUnknown && !trace.mayHaveActed() {
+		r.NotDone = true // no request of it can have acted (Options.HTTPEffects)
+	}
 	sctx := context.WithoutCancel(ctx)
 	switch r.effect() {
 	case effectDone:

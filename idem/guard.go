@@ -44,10 +44,11 @@ import (
 // may reach another process. A Guard is safe for concurrent use; share one
 // among all the servers that use the same store.
 type Guard struct {
-	s     Store
-	c     *config // the server-wide settings
-	lease time.Duration
-	fl    *flights
+	s           Store
+	c           *config // the server-wide settings
+	lease       time.Duration
+	httpEffects bool // Options.HTTPEffects
+	fl          *flights
 	// recent are the operations this Guard answered lately: a repeat of
 	// one is read outside a transaction first, on stores that can, so a
 	// replay takes no write transaction (on SQLite, no turn of its one
@@ -87,6 +88,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// HTTPEffects says that the guarded tools' effects are HTTP requests
+	// sent through [Transport], and nothing else: a failed call is then not
+	// done when none of its requests can have acted (see Transport), and
+	// unknown otherwise. Without it a failed call is unknown unless its
+	// handler says [NotDone].
+	HTTPEffects bool
 }
 
 // Tools names the tools a [Guard.Middleware] guards, each with the options
@@ -139,7 +146,7 @@ func New(s Store, opts *Options) *Guard {
 	if err != nil {
 		panic(err.Error())
 	}
-	return &Guard{s: s, c: c, lease: lease, fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
+	return &Guard{s: s, c: c, lease: lease, httpEffects: opts.HTTPEffects, fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
 		status: status, defs: make(map[defKey]*guardTool)}
 }
 

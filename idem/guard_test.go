@@ -975,3 +975,88 @@ func TestOnlyWhenIsTheGuards(t *testing.T) {
 			return nil, issue{}, nil
 		}, idem.RecordKeys("title"), idem.OnlyWhen("title"))
 }
+
+// TestGuardHTTPEffects: a server whose handlers report every failure as a
+// plain error, their requests sent through idem.Transport, with
+// Options.HTTPEffects: a call whose requests cannot have acted is released
+// and runs again on a repeat; one whose request may have acted is an
+// unknown outcome, not posted again.
+func TestGuardHTTPEffects(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		title   string             // "!" is refused by the handler before any request
+		fail    func() (int, bool) // the tracker's answer to the first create
+		down    bool               // the API refuses connections on the first attempt
+		posts   int64              // creates received after a repeat
+		code    string             // the repeat's code
+		without string             // the repeat's code without HTTPEffects
+	}{
+		{name: "refused before sending", title: "!", posts: 0, code: "", without: "unknown_outcome"},
+		{name: "422", title: "t", fail: func() (int, bool) { return http.StatusUnprocessableEntity, false }, posts: 2, code: "", without: "unknown_outcome"},
+		{name: "409", title: "t", fail: func() (int, bool) { return http.StatusConflict, false }, posts: 1, code: "unknown_outcome", without: "unknown_outcome"},
+		{name: "502", title: "t", fail: func() (int, bool) { return http.StatusBadGateway, true }, posts: 1, code: "unknown_outcome", without: "unknown_outcome"},
+		{name: "connection refused", title: "t", down: true, posts: 1, code: "", without: "unknown_outcome"},
+	} {
+		for _, httpEffects := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/HTTPEffects=%v", c.name, httpEffects), func(t *testing.T) {
+				ctx := ctxFor(t)
+				tr := newTracker(t)
+				tr.fail = c.fail
+				client := &http.Client{Transport: idem.Transport(nil)}
+				base := tr.srv.URL
+				if c.down {
+					dead := httptest.NewServer(http.NotFoundHandler())
+					base = dead.URL
+					dead.Close() // nothing listens there now
+				}
+				attempt := 0
+				srv := mcp.NewServer(&mcp.Implementation{Name: "tracker", Version: "v1"}, nil)
+				mcp.AddTool(srv, &mcp.Tool{Name: "create_issue"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+					Title string `json:"title"`
+					N     int    `json:"n"`
+				}) (*mcp.CallToolResult, issue, error) {
+					attempt++
+					url := base
+					if attempt > 1 {
+						url = tr.srv.URL
+					}
+					if in.Title == "!" {
+						return nil, issue{}, errors.New("a title must say something")
+					}
+					hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/issues", strings.NewReader(`{"title":"`+in.Title+`"}`))
+					resp, err := client.Do(hreq)
+					if err != nil {
+						return nil, issue{}, err
+					}
+					defer resp.Body.Close()
+					if resp.StatusCode >= 300 {
+						return nil, issue{}, fmt.Errorf("the tracker answered %d", resp.StatusCode)
+					}
+					var is issue
+					return nil, is, json.NewDecoder(resp.Body).Decode(&is)
+				})
+				srv.AddReceivingMiddleware(idem.New(memory.New(nil), &idem.Options{HTTPEffects: httpEffects}).Middleware(idem.Tools{"create_issue": {idem.RecordKeys("title", "n")}}))
+				cs := connect(t, srv)
+				args := map[string]any{"title": c.title, "n": 1}
+				first, err := cs.CallTool(ctx, call("create_issue", args))
+				if err != nil || !first.IsError {
+					t.Fatalf("first: %v %v, want an error result", err, first)
+				}
+				again, err := cs.CallTool(ctx, call("create_issue", args))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := c.code
+				if !httpEffects {
+					want = c.without
+				}
+				if codeOf(again) != want {
+					t.Fatalf("repeat: code %q, want %q", codeOf(again), want)
+				}
+				if posts := tr.posts.Load(); httpEffects && posts != c.posts {
+					t.Fatalf("%d creates received, want %d", posts, c.posts)
+				}
+			})
+		}
+	}
+}
