@@ -45,8 +45,9 @@ type Options struct {
 // as [idem.Guard.Middleware] does on the go-sdk, with the same checks,
 // coded refusals, replays, claims and log records; a tool filter that
 // lists them as published (idempotentHint, op_id in the input schema, the
-// description); and the get_operation tool, which it lists and serves
-// whatever else the server registers under that name. The middleware's
+// description); and the get_operation tool, which it serves whatever else
+// the server registers under that name, and lists when a guarded tool
+// takes an op id. The middleware's
 // place is the option's: middleware given before it sees every call,
 // replays and refusals included; middleware given after it runs only
 // when the handler does. Applied to a server already made
