@@ -1060,3 +1060,35 @@ func TestGuardHTTPEffects(t *testing.T) {
 		}
 	}
 }
+
+// TestMetaOpIDOnAToolThatTakesNone: an op id in _meta on a tool that takes
+// none as an argument and has no keys is kept: the repeat is answered from
+// the first, and get_operation says committed, where it said
+// not_committed for a write that had committed, and the client was told
+// to send it again.
+func TestMetaOpIDOnAToolThatTakesNone(t *testing.T) {
+	ctx := ctxFor(t)
+	store := memory.New(nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	runs := 0
+	idem.AddTool(srv, &mcp.Tool{Name: "append_note"}, store, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+		runs++
+		return nil, issue{Number: runs}, tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprint(runs)}, in)
+	})
+	idem.RegisterStatusTool(srv, store)
+	cs := connect(t, srv)
+	p := call("append_note", map[string]any{"title": "t"})
+	p.Meta = mcp.Meta{idem.MetaOpID: "app-1"}
+	for range 2 {
+		if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+			t.Fatalf("%v %v", err, res)
+		}
+	}
+	st, err := cs.CallTool(ctx, call("get_operation", map[string]any{"tool": "append_note", "op_id": "app-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := structured(t, st); runs != 1 || !strings.Contains(got, `"status":"committed"`) {
+		t.Fatalf("%d runs, get_operation %s; want 1 and committed", runs, got)
+	}
+}

@@ -136,10 +136,18 @@ func (t *tool[In, Out]) check(c *Call) (in In, opID string, refused *Error) {
 	if !isObject && invalid != nil {
 		return in, "", invalid // not a JSON object, or not JSON at all
 	}
-	if t.c.opID {
-		if opID, refused = opIDOf(named, c.Meta); refused != nil {
-			return in, "", refused
-		}
+	switch {
+	case t.c.opID:
+		opID, refused = opIDOf(named, c.Meta)
+	case len(t.c.keys) == 0 && !t.def.ReadOnly:
+		// An op id in _meta on a tool that takes none as an argument, and
+		// has no keys: the client asks for the call to be kept under it,
+		// and will ask get_operation about it; ignoring it would make that
+		// answer not_committed for a write that committed.
+		opID, refused = opIDOf(nil, c.Meta)
+	}
+	if refused != nil {
+		return in, "", refused
 	}
 	if t.c.requireOpID && opID == "" {
 		return in, "", newError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
