@@ -963,4 +963,13 @@ var mutations = []mutation{
 		Pkg:    "./idem",
 		Run:    "^TestGuardHTTPEffects$",
 	},
+	{
+		Name:   "idem/meta-op-id-without-option",
+		Guards: "an op id in _meta on a tool that takes none and has no keys is kept, so get_operation answers for the write",
+		File:   "idem/middleware.go",
+		From:   "case len(t.c.keys) == 0 && !t.def.ReadOnly:",
+		To:     "case false:",
+		Pkg:    "./idem",
+		Run:    "^TestMetaOpIDOnAToolThatTakesNone$",
+	},
 }
