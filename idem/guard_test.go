@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -1090,5 +1091,55 @@ func TestMetaOpIDOnAToolThatTakesNone(t *testing.T) {
 	}
 	if got := structured(t, st); runs != 1 || !strings.Contains(got, `"status":"committed"`) {
 		t.Fatalf("%d runs, get_operation %s; want 1 and committed", runs, got)
+	}
+}
+
+// TestOutputCheckedAgainstItsSchema: a handler's output is checked against
+// the output schema published for it, as the go-sdk checks its own typed
+// tools': an output the schema refuses is answered internal, quotes
+// nothing, and its writes roll back (a retry runs again); the schema's
+// defaults are applied, as the go-sdk applies them.
+func TestOutputCheckedAgainstItsSchema(t *testing.T) {
+	ctx := ctxFor(t)
+	type out struct {
+		ID     string `json:"id,omitempty"`
+		Status string `json:"status,omitempty"`
+	}
+	schema := &jsonschema.Schema{Type: "object", Required: []string{"id"}, Properties: map[string]*jsonschema.Schema{
+		"id":     {Type: "string"},
+		"status": {Type: "string", Default: json.RawMessage(`"open"`)},
+	}}
+	store := memory.New(nil)
+	runs := 0
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "v1"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: "add", OutputSchema: schema}, store, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, out, error) {
+		runs++
+		if err := tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprint(runs)}, in); err != nil {
+			return nil, out{}, err
+		}
+		if in.Title == "bad" {
+			return nil, out{Status: "SECRET-VALUE"}, nil // no id
+		}
+		return nil, out{ID: "n-1"}, nil
+	}, idem.RequireOpID())
+	cs := connect(t, srv)
+	for i := range 2 {
+		res, err := cs.CallTool(ctx, call("add", map[string]any{"title": "bad", "op_id": "op-bad"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if codeOf(res) != "internal" || strings.Contains(textOf(res), "SECRET") {
+			t.Fatalf("attempt %d: %v %q, want internal quoting nothing", i, res.Meta, textOf(res))
+		}
+	}
+	if runs != 2 {
+		t.Fatalf("the handler ran %d times, want 2: a refused output keeps nothing, so the retry runs", runs)
+	}
+	res, err := cs.CallTool(ctx, call("add", map[string]any{"title": "good", "op_id": "op-good"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := structured(t, res); got != `{"id":"n-1","status":"open"}` {
+		t.Fatalf("structured content %s, want the output with the schema's default", got)
 	}
 }

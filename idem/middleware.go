@@ -38,8 +38,9 @@ type tool[In, Out any] struct {
 
 // output says how a handler's Out becomes structured content.
 type output struct {
-	isInterface bool // Out is an interface type (any): no output schema, no content for nil
-	elemZero    any  // for a pointer Out, the zero of its element, sent for a nil pointer
+	isInterface bool        // Out is an interface type (any): no output schema, no content for nil
+	elemZero    any         // for a pointer Out, the zero of its element, sent for a nil pointer
+	check       *inputCheck // the output schema's check, with its defaults; nil for none
 }
 
 func outputOf[Out any]() output {
@@ -449,7 +450,22 @@ func (t *tool[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, c *Call,
 	if a.out, err = t.out.encode(out); err != nil {
 		return nil, fmt.Errorf("idem: encoding output: %w", err)
 	}
+	if t.out.check != nil && a.out != nil {
+		checked, invalid := t.out.check.check(a.out, a.out[0] == '{')
+		if invalid != nil {
+			return nil, &outputError{invalid}
+		}
+		a.out = checked // with the schema's defaults, as the go-sdk sends them
+	}
 	return a, nil
+}
+
+// outputError is a handler's output that does not match the tool's
+// output schema: a mistake in the server, not in the call.
+type outputError struct{ e *Error }
+
+func (e *outputError) Error() string {
+	return "idem: the output does not match the output schema: " + e.e.Message
 }
 
 // handlerContext returns a handler's context: the store's context tctx
@@ -540,6 +556,8 @@ func (t *tool[In, Out]) finish(ctx context.Context, o *op, a *answer, hooks *aft
 		return nil, &Error{Code: CodeContended, Message: "the change lost too many races with concurrent writes and was not saved; retry it", OpID: o.id}
 	case errors.Is(err, ErrTooLarge):
 		return nil, t.internal(o, "the result is too large to store; nothing was saved", err)
+	case errors.As(err, new(*outputError)):
+		return nil, t.internal(o, "the tool's answer does not match its output schema, so nothing was saved; the server logged it", err)
 	}
 	return nil, t.internal(o, "the change was not saved; it is safe to retry", err)
 }

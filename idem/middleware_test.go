@@ -329,9 +329,18 @@ func TestOutputEncodedAsTheValue(t *testing.T) {
 // encoding/json writes for out, on a first call and its replay.
 func checkOutputEncoding[Out any](t *testing.T, out Out) {
 	t.Helper()
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Out, error) {
-		return nil, out, nil
-	}, idem.OpID())
+	// A schema that takes any object: what is checked here is the
+	// encoding, and a MarshalJSON on the pointer writes what the type's
+	// inferred schema does not say.
+	_, handle := idem.Tool(&mcp.Tool{Name: "tool", OutputSchema: &jsonschema.Schema{Type: "object"}}, memory.New(nil),
+		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Out, error) {
+			return nil, out, nil
+		}, idem.OpID())
+	h := func(ctx context.Context, req *mcp.CallToolRequest, _ Note) (*mcp.CallToolResult, Out, error) {
+		res, err := handle(ctx, req)
+		var zero Out
+		return res, zero, err
+	}
 	want, err := json.Marshal(out)
 	if err != nil {
 		t.Fatal(err)

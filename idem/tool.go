@@ -100,6 +100,14 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 		if pub.OutputSchema, err = publishable(os); err != nil {
 			return nil, fmt.Errorf("output schema: %w", err)
 		}
+		// The handler's output is checked against the schema published
+		// for it, as the go-sdk checks its own typed tools' (a guarded
+		// tool's output is the server's, checked there).
+		if os.Type == "object" && !c.outside {
+			if out.check, err = newInputCheck(os); err != nil {
+				return nil, fmt.Errorf("output schema: %w", err)
+			}
+		}
 	}
 
 	if notes := retryNotes(c, def, pub.Idempotent); len(notes) > 0 {
