@@ -58,8 +58,10 @@ type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolR
 // A call goes: the op id is checked (invalid_op_id), then the record keys
 // (missing_key), then the arguments against the input schema
 // (invalid_arguments, naming the argument and what was expected, never the
-// value); then h runs in a transaction of s, and with an op id its result is
-// stored in that transaction (see [HandlerFor]). Every error the tool
+// value); then h runs in a transaction of s, its output is checked against
+// the output schema (as [mcp.AddTool] checks it: an output the schema
+// refuses is answered with code internal, and nothing is saved), and with an
+// op id its result is stored in that transaction (see [HandlerFor]). Every error the tool
 // returns is a tool result with isError set and a [Code] in
 // _meta["io.idemkit/error"]; an error h returns is sent with code not_saved
 // and h's own message, or with the code of an *[Error] h returned.
