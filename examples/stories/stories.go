@@ -205,21 +205,28 @@ func (a *app) server() *mcp.Server {
 	}
 	idem.AddTool(srv, &mcp.Tool{Name: "publish_story", Description: "Publish a story under its slug, or republish it: " +
 		"a republish replaces the title and body and keeps the revisions, reproductions and checks. " +
-		"The story is announced on the social service once, on its first publish."},
+		"The story is announced on the social service once, on its first publish.",
+		// It replaces what was there, and posts to the social service.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)}},
 		a.store, a.publish, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_reproduction", Description: "Report that a handle reproduced a story. " +
 		"One report per handle and story: a second report by the same handle changes nothing. " +
-		"The author is notified once per new reproducer."},
+		"The author is notified once per new reproducer.",
+		// It adds, and notifies the author outside the server.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(true)}},
 		a.store, a.reportReproduction, opts("slug", "handle")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "edit_story", Description: "Replace a story's body. " +
 		"revision is the revision the edit is based on: the current revision number from publish_story, get_story or an earlier edit. " +
 		"While the story is at that revision, the edit adds a revision and notifies each reproducer once; " +
 		"a body equal to the current one writes nothing and notifies nobody. " +
 		"To retry after an error or a lost answer, send the same revision: an edit that already landed is answered, never applied twice. " +
-		"An edit of a story changed since that revision is refused: read it with get_story before editing again."},
+		"An edit of a story changed since that revision is refused: read it with get_story before editing again.",
+		// It replaces the body, and notifies each reproducer.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)}},
 		a.store, a.edit, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_check", Description: "Record a handle's check of a story, pass or fail. " +
-		"One result per handle and story: a later report replaces it."},
+		"One result per handle and story: a later report replaces it.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)}},
 		a.store, a.reportCheck, opts("slug", "handle")...)
 	srv.AddTool(a.getStoryTool())
 	idem.RegisterStatusTool(srv, a.store, idem.Logger(a.log))
@@ -482,7 +489,7 @@ func (a *app) reportCheck(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 // transaction (a marker is read in a transaction of its own).
 func (a *app) getStoryTool() (*mcp.Tool, mcp.ToolHandler) {
 	t := &mcp.Tool{Name: "get_story", Description: "Read the story named by slug: its content, revisions, reproductions, checks and the posts made. Writes nothing.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
 	tool, read := idem.Tool(t, a.store, a.readView, idem.Logger(a.log))
 	return tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := read(ctx, req)

@@ -428,3 +428,26 @@ func TestFailedPostIsReleased(t *testing.T) {
 		}
 	})
 }
+
+// TestHintsSaidOnEveryTool: every tool says whether it destroys what was
+// there and whether it reaches past the server (MCP reads an absent
+// destructiveHint or openWorldHint as true): the story tools that post or
+// notify say openWorldHint true, the others false.
+func TestHintsSaidOnEveryTool(t *testing.T) {
+	e := newEnv(t, "memory")
+	lr, err := e.connect(t).ListTools(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openWorld := map[string]bool{"publish_story": true, "report_reproduction": true, "edit_story": true}
+	for _, tl := range lr.Tools {
+		a := tl.Annotations
+		if a == nil || a.OpenWorldHint == nil || (!a.ReadOnlyHint && a.DestructiveHint == nil) {
+			t.Errorf("%s: annotations %+v leave a hint unsaid", tl.Name, a)
+			continue
+		}
+		if *a.OpenWorldHint != openWorld[tl.Name] {
+			t.Errorf("%s: openWorldHint %v, want %v", tl.Name, *a.OpenWorldHint, openWorld[tl.Name])
+		}
+	}
+}
