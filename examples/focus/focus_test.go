@@ -277,13 +277,24 @@ func TestNoIDIsRefusedWithCandidates(t *testing.T) {
 		// The desk runs one, but a queued call must name it.
 		refused("end_focus", map[string]any{"device": "desk", "end_at": at("14:00")}, want)
 		refused("end_focus", map[string]any{"device": "desk", "op_id": "op-c"}, want)
-		// The desk's plain stop stops its own session; its repeat stops nothing.
-		var e Ended
+		// The desk's plain stop stops its own session; its repeat (a
+		// client's resend, a model's retry) is answered that stop, and
+		// stops nothing else.
+		var e, again Ended
 		structured(t, h.ok(h.connectHTTP(), "end_focus", map[string]any{"device": "desk"}), &e)
 		if e.SessionID != "s-desk" {
 			t.Fatalf("stopped %s, want s-desk", e.SessionID)
 		}
-		refused("end_focus", map[string]any{"device": "desk"}, []string{"s-laptop", "s-phone"})
+		before := h.snapshot([]idem.Key{k(colSessions, "s-phone"), k(colSessions, "s-laptop"), k(colSessions, "s-desk"), k(colIndex, "running")})
+		structured(t, h.ok(h.connectHTTP(), "end_focus", map[string]any{"device": "desk"}), &again)
+		if again.SessionID != "s-desk" || again.Result != e.Result || !again.End.Equal(e.End) {
+			t.Fatalf("the repeat of the desk's stop answered %+v, want its stop %+v", again, e)
+		}
+		if after := h.snapshot([]idem.Key{k(colSessions, "s-phone"), k(colSessions, "s-laptop"), k(colSessions, "s-desk"), k(colIndex, "running")}); !mapsEqual(before, after) {
+			t.Errorf("the repeat of the desk's stop changed the store")
+		}
+		// Queued, it must name its session still.
+		refused("end_focus", map[string]any{"device": "desk", "op_id": "op-d"}, []string{"s-laptop", "s-phone"})
 		refused("delete_session", map[string]any{"device": "desk"}, []string{"s-laptop", "s-phone"})
 		// The laptop's delete without an id deletes the laptop's session.
 		var d Deleted
@@ -370,6 +381,11 @@ func TestAnnotations(t *testing.T) {
 		}
 		if ow := tool.Annotations.OpenWorldHint; ow == nil || *ow {
 			t.Errorf("%s: openWorldHint %v, want false", tool.Name, ow)
+		}
+		// What can replace or cut short what was there says so.
+		destructive := map[string]bool{"end_focus": true, "delete_session": true, "log_session": true, "set_steps": true}[tool.Name]
+		if d := tool.Annotations.DestructiveHint; !w[1] && (d == nil || *d != destructive) {
+			t.Errorf("%s: destructiveHint %v, want %v", tool.Name, d, destructive)
 		}
 	}
 	if len(names) != len(want) {

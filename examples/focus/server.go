@@ -30,7 +30,21 @@ const (
 	colDays       = "days"       // days/{date}: what a day holds
 	colLogs       = "logs"       // logs/{log_id}: LoggedTime
 	colHeartbeats = "heartbeats" // heartbeats/{session_id}@{at}: Beat
+	colLastStop   = "laststop"   // laststop/{device}: lastStop
 )
+
+// lastStop is the session a device stopped last, and when the server
+// answered it: a repeat of that stop without a session id, from a device
+// that runs nothing since, is answered that stop (retryWindow).
+type lastStop struct {
+	SessionID string    `json:"session_id"`
+	At        time.Time `json:"at"`
+}
+
+// retryWindow is how long after a stop without a session id its repeat is
+// answered that stop, rather than refused for want of a running session:
+// a client's resend and a model's retry come within it.
+const retryWindow = 10 * time.Minute
 
 // slot is a device's running slot: created with create-if-absent by
 // start_focus, so a device has at most one running session.
@@ -137,10 +151,13 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		Description: "Stop a focus session. Send session_id (from get_now or start_focus). Without it, the session " +
 			"running on the device you send is stopped, and only when the call carries no op_id or end_at; otherwise " +
 			"the answer lists the running sessions and their ids. One stop per device: a retry from the same device, " +
-			"even with other values, keeps that device's earliest stop. Two devices may stop one session: the earliest " +
-			"end wins, every device's stop is kept, done beats other outcomes, a differing later summary goes to the " +
-			"notes. end_at is when the user pressed stop, for a queued request. The answer says what this stop changed.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
+			"even with other values, keeps that device's earliest stop, and sent again without session_id within 10 " +
+			"minutes, with nothing running on the device, it is answered that stop. Two devices may stop one session: " +
+			"the earliest end wins, every device's stop is kept, done beats other outcomes, a differing later summary " +
+			"goes to the notes. end_at is when the user pressed stop, for a queued request. The answer says what this " +
+			"stop changed.",
+		// Destructive: an earlier stop shortens a session another device stopped.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
 	}, s, counted(f, "end_focus", f.endFocus), idem.RecordKeys("device"), idem.OpID(), lo)
 
 	idem.AddTool(srv, &mcp.Tool{Name: "delete_session",
@@ -430,6 +447,12 @@ func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolReques
 	return idem.ResolveTarget(idem.TargetQuery{Owned: owned, Others: others, Queued: queued, Request: req})
 }
 
+// carriesOpID reports whether req carries an op id: a queued or replayed
+// call, which names its session.
+func carriesOpID(req *mcp.CallToolRequest) bool {
+	return req != nil && req.Params != nil && (&idem.Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta}).HasOpID()
+}
+
 // release frees the running slot and the index entry of a session that is
 // no longer running.
 func release(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, s Session) error {
@@ -483,6 +506,13 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 		return nil, Ended{}, err
 	}
 	id, err := f.resolve(ctx, tx, req, in.SessionID, in.Device, in.EndAt != "")
+	if idem.CodeOf(err) == idem.CodeAmbiguousTarget && in.EndAt == "" && !carriesOpID(req) {
+		// Nothing runs on the device: a repeat of its last stop, within
+		// the window, is answered that stop.
+		if last, ver, lerr := get[lastStop](ctx, tx, key(req, colLastStop, in.Device)); lerr == nil && ver != 0 && f.now().Sub(last.At) < retryWindow {
+			id, err = last.SessionID, nil
+		}
+	}
 	if err != nil {
 		return nil, Ended{}, err
 	}
@@ -509,6 +539,11 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	}
 	if s.Running() {
 		if err := release(ctx, tx, req, ch.After); err != nil {
+			return nil, Ended{}, err
+		}
+	}
+	if in.SessionID == "" {
+		if err := tx.Put(ctx, key(req, colLastStop, in.Device), lastStop{SessionID: s.ID, At: f.now()}); err != nil {
 			return nil, Ended{}, err
 		}
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/merge/mergetest"
 )
 
@@ -38,4 +40,29 @@ func sessionGen() *rapid.Generator[Session] {
 // same stops stores the same session.
 func TestStopRuleLaws(t *testing.T) {
 	mergetest.Check(t, stopRule, sessionGen())
+}
+
+// TestStopRepeatWithinTheWindow: a stop without a session id from the
+// device that ran it, sent again (a client's resend, a model's retry), is
+// answered that stop while it is recent, where it was refused
+// ambiguous_target ("no running record") against end_focus's promise that
+// a retry with the same device is safe; long after, with nothing running,
+// it is refused as before.
+func TestStopRepeatWithinTheWindow(t *testing.T) {
+	var nowNS atomic.Int64
+	nowNS.Store(demoNow.UnixNano())
+	h := newHarnessAt(t, "memory", func() time.Time { return time.Unix(0, nowNS.Load()).UTC() })
+	cs := h.connect()
+	h.ok(cs, "start_focus", map[string]any{"device": "phone", "label": "chapter", "session_id": "s-1", "started_at": demoNow.Add(-30 * time.Minute).Format(time.RFC3339)})
+	var first, again Ended
+	structured(t, h.ok(cs, "end_focus", map[string]any{"device": "phone"}), &first)
+	nowNS.Add(int64(2 * time.Minute))
+	structured(t, h.ok(h.connect(), "end_focus", map[string]any{"device": "phone"}), &again)
+	if again.SessionID != "s-1" || again.Result != first.Result || !again.End.Equal(first.End) {
+		t.Fatalf("the repeat 2 minutes later: %+v, want the first stop %+v", again, first)
+	}
+	nowNS.Add(int64(retryWindow))
+	if res := h.call(h.connect(), "end_focus", map[string]any{"device": "phone"}); codeOf(res) != string(idem.CodeAmbiguousTarget) {
+		t.Fatalf("the repeat past the window: %s, want ambiguous_target", text(res))
+	}
 }

@@ -981,4 +981,13 @@ var mutations = []mutation{
 		Pkg:    "./idem",
 		Run:    "^TestOutputCheckedAgainstItsSchema$",
 	},
+	{
+		Name:   "focus/stop-repeat-answered",
+		Guards: "a stop without a session id sent again from its device, with nothing running there, is answered that stop, not refused",
+		File:   "examples/focus/server.go",
+		From:   `if idem.CodeOf(err) == idem.CodeAmbiguousTarget && in.EndAt == "" && !carriesOpID(req) {`,
+		To:     `if false {`,
+		Pkg:    "./examples/focus",
+		Run:    "^TestStopRepeatWithinTheWindow$",
+	},
 }
