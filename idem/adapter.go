@@ -116,7 +116,8 @@ type WrappedHandler[In, Out any] func(ctx context.Context, tx Tx, c *Call, in In
 // none) into a fresh value of the library's result type. Wrap fails where
 // AddTool panics.
 func Wrap[In, Out any](def ToolDef, s Store, h WrappedHandler[In, Out], decode func(json.RawMessage) (any, error), opts ...Option) (*Wrapped, error) {
-	t, err := newTool(def, newConfig(opts), s, h, decode)
+	c, s := configFor(s, opts)
+	t, err := newTool(def, c, s, h, decode)
 	if err != nil {
 		return nil, fmt.Errorf("idem: tool %q: %w", def.Name, err)
 	}

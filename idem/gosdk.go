@@ -30,7 +30,16 @@ import (
 type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error)
 
 // AddTool registers h on srv as tool t, wrapped so that it is safe to call
-// twice, and makes the tool's metadata say what the wrapping guarantees:
+// twice, and makes the tool's metadata say what the wrapping guarantees.
+// s is the store h writes, or the server's [Guard] (made once with
+// [New]), whose server-wide settings the tool then takes, as get_operation
+// and the guarded tools do, so that none of them can disagree:
+//
+//	guard := idem.New(store, &idem.Options{TTL: 24 * time.Hour, Logger: log})
+//	idem.AddTool(srv, t, guard, h, idem.RequireOpID())
+//	idem.RegisterStatusTool(srv, guard)
+//
+// What the wrapping guarantees:
 //
 //   - IdempotentHint is true only when every repeat of the same arguments has
 //     no further effect: the tool has record keys ([RecordKeys]) or requires an op
@@ -84,7 +93,8 @@ func AddTool[In, Out any](srv *mcp.Server, t *mcp.Tool, s Store, h HandlerFor[In
 // The pair must be registered together: the handler validates calls against
 // the returned tool's input schema. Tool panics where AddTool does.
 func Tool[In, Out any](t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Option) (*mcp.Tool, mcp.ToolHandler) {
-	tt, err := sdkTool(t, newConfig(opts), s, h)
+	c, s := configFor(s, opts)
+	tt, err := sdkTool(t, c, s, h)
 	if err != nil {
 		panic(fmt.Sprintf("idem: tool %q: %v", t.Name, err))
 	}

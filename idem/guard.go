@@ -166,12 +166,7 @@ func (g *Guard) policies(tools Tools) map[string]*policy {
 		if name == "" || name == statusToolName {
 			panic(fmt.Sprintf("idem: Middleware: %q cannot be guarded", name))
 		}
-		for _, o := range opts {
-			if o.server != "" {
-				panic(fmt.Sprintf("idem: Middleware: tool %q: %s is a server-wide setting: set it once for the server (idem.Options; on mcp-go, mcpgo.Options for the scope)", name, o.server))
-			}
-		}
-		p := &policy{name: name, opts: opts, c: g.toolConfig(opts)}
+		p := &policy{name: name, opts: opts, c: g.toolConfig(opts, true)}
 		if p.c.err != nil {
 			panic(fmt.Sprintf("idem: Middleware: tool %q: %v", name, p.c.err))
 		}
@@ -180,22 +175,49 @@ func (g *Guard) policies(tools Tools) map[string]*policy {
 	return ps
 }
 
-// toolConfig is the Guard's settings with a tool's options applied.
-func (g *Guard) toolConfig(opts []Option) *config {
+// toolConfig is the Guard's settings with a tool's options applied, for a
+// tool it guards (outside) or one registered with AddTool on it. An option
+// that belongs to the server is refused.
+func (g *Guard) toolConfig(opts []Option, outside bool) *config {
 	c := *g.c
-	c.keys = nil
+	c.keys, c.err = nil, nil
 	for _, o := range opts {
-		if o.apply != nil {
+		switch {
+		case o.server != "":
+			c.invalid("%s is a server-wide setting: set it once for the server (idem.Options; on mcp-go, mcpgo.Options for the scope)", o.server)
+		case o.apply != nil:
 			o.apply(&c)
 		}
 	}
 	c.opID = c.opID || c.requireOpID
-	c.outside = true
-	c.instruments = nil // a guarded call is reported by the Guard's log record
+	c.outside = outside
+	if outside {
+		c.instruments = nil // a guarded call is reported by the Guard's log record
+	} else {
+		c.instruments = newInstruments(c.tracerProvider, c.meterProvider) // each tool names its own
+	}
 	if c.forApps && (!c.requireOpID || len(c.keys) > 0) {
 		c.invalid("ForApps is for a tool with RequireOpID and no RecordKeys")
 	}
 	return &c
+}
+
+// Run runs fn in a transaction of the Guard's store. A Guard is the
+// server's Store too: [AddTool], [Tool] and [RegisterStatusTool] given a
+// Guard take its server-wide settings (TTL, scope, logger, clock), so that
+// the tools, get_operation and the guarded tools cannot disagree, and refuse
+// them among a tool's own options.
+func (g *Guard) Run(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+	return g.s.Run(ctx, fn)
+}
+
+// configFor is the configuration of a tool registered on s with opts, and
+// the store it writes: a Guard's settings and store, or opts alone.
+func configFor(s Store, opts []Option) (*config, Store) {
+	if g, ok := s.(*Guard); ok {
+		return g.toolConfig(opts, false), g.s
+	}
+	return newConfig(opts), s
 }
 
 // A guardTool is a guarded tool as the server lists it: what to publish

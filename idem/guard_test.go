@@ -1143,3 +1143,49 @@ func TestOutputCheckedAgainstItsSchema(t *testing.T) {
 		t.Fatalf("structured content %s, want the output with the schema's default", got)
 	}
 }
+
+// TestAddToolOnAGuard: tools registered with idem.AddTool on a Guard take
+// its server-wide settings (here the TTL and the clock), as do
+// get_operation and the guarded tools, so none can disagree; a
+// server-wide option given to one tool is refused.
+func TestAddToolOnAGuard(t *testing.T) {
+	ctx := ctxFor(t)
+	clock := newFakeClock()
+	guard := idem.New(memory.New(&memory.Options{Now: clock.now}), &idem.Options{TTL: time.Hour, Now: clock.now})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	runs := 0
+	idem.AddTool(srv, &mcp.Tool{Name: "add_note"}, guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+		runs++
+		return nil, issue{Number: runs}, tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprint(runs)}, in)
+	}, idem.RequireOpID())
+	idem.RegisterStatusTool(srv, guard)
+	cs := connect(t, srv)
+	args := map[string]any{"title": "t", "op_id": "op-1"}
+	status := func() string {
+		st, err := cs.CallTool(ctx, call("get_operation", map[string]any{"tool": "add_note", "op_id": "op-1"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return structured(t, st)
+	}
+	for i, step := range []time.Duration{0, 59 * time.Minute, 2 * time.Minute} {
+		clock.add(step)
+		if i == 2 && !strings.Contains(status(), `"status":"not_committed"`) {
+			t.Fatalf("get_operation past the Guard's TTL: %s, want not_committed", status())
+		}
+		if _, err := cs.CallTool(ctx, call("add_note", args)); err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{1, 1, 2}[i]; runs != want {
+			t.Fatalf("after %v more: %d runs, want %d (the Guard's TTL of an hour)", step, runs, want)
+		}
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "server-wide") {
+			t.Fatalf("recovered %v, want a panic that names a server-wide setting", r)
+		}
+	}()
+	idem.AddTool(srv, &mcp.Tool{Name: "other"}, guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+		return nil, issue{}, nil
+	}, idem.TTL(time.Minute))
+}

@@ -35,7 +35,7 @@ type operationStatus struct {
 
 // statusTool wraps get_operation (see RegisterStatusTool).
 func statusTool(s Store, decode func(json.RawMessage) (any, error), opts ...Option) (*Wrapped, error) {
-	c := newConfig(opts)
+	c, s := configFor(s, opts)
 	def := ToolDef{
 		Name: statusToolName,
 		Description: "Look up whether an operation sent with an op_id committed, and its result. " +

@@ -133,7 +133,8 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lo := idem.Logger(log)
+	// The server's settings, once: every tool and get_operation take them.
+	guard := idem.New(s, &idem.Options{Logger: log})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
 	// Every tool reads and writes this server's store alone, so each says
 	// openWorldHint: false (MCP reads an absent one as true).
@@ -145,7 +146,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"Send session_id (an id your app mints) to make a retry name the same session; started_at is when the " +
 			"user pressed start, for a queued request.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
-	}, s, counted(f, "start_focus", f.startFocus), idem.RecordKeys("device"), idem.OpID(), lo)
+	}, guard, counted(f, "start_focus", f.startFocus), idem.RecordKeys("device"), idem.OpID())
 
 	idem.AddTool(srv, &mcp.Tool{Name: "end_focus",
 		Description: "Stop a focus session. Send session_id (from get_now or start_focus). Without it, the session " +
@@ -158,7 +159,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"stop changed.",
 		// Destructive: an earlier stop shortens a session another device stopped.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
-	}, s, counted(f, "end_focus", f.endFocus), idem.RecordKeys("device"), idem.OpID(), lo)
+	}, guard, counted(f, "end_focus", f.endFocus), idem.RecordKeys("device"), idem.OpID())
 
 	idem.AddTool(srv, &mcp.Tool{Name: "delete_session",
 		Description: "Delete a focus session. Send session_id; without it, the session running on the device you send " +
@@ -168,7 +169,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		// (a second delete answers the same), and without an id only the
 		// session still running on the caller's device is a target.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, IdempotentHint: true, OpenWorldHint: no},
-	}, s, counted(f, "delete_session", f.deleteSession), lo)
+	}, guard, counted(f, "delete_session", f.deleteSession))
 
 	idem.AddTool(srv, &mcp.Tool{Name: "log_session",
 		Description: "Log focus time done away from a device, replacing the earlier log with the same log_id. " +
@@ -176,7 +177,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"log_id's is refused, naming that log. A retry after a lost answer is safe with the same log_id, and " +
 			"refused, not counted twice, with a new one.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
-	}, s, counted(f, "log_session", f.logSession), idem.RecordKeys("log_id"), lo)
+	}, guard, counted(f, "log_session", f.logSession), idem.RecordKeys("log_id"))
 
 	idem.AddTool(srv, &mcp.Tool{Name: "set_steps",
 		Description: "Set a device's step count for a day: the total its step counter shows, replacing what that " +
@@ -184,32 +185,32 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"total, replaces the same count and never adds to it, so it is safe to send again after a lost answer. " +
 			"The day's steps are the sum over devices.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
-	}, s, counted(f, "set_steps", f.setSteps), idem.RecordKeys("device", "date"), idem.OpID(), lo)
+	}, guard, counted(f, "set_steps", f.setSteps), idem.RecordKeys("device", "date"), idem.OpID())
 
 	idem.AddTool(srv, &mcp.Tool{Name: "add_steps",
 		Description: "Add steps to a day's total, for the phone app that queues step counts " +
 			"offline. It mints op_id when the steps are counted and resends that op_id on every retry; a call with a " +
 			"new op_id adds again. A model should call set_steps, whose keys are the device and the date.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
-	}, s, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), idem.ForApps(), lo)
+	}, guard, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), idem.ForApps())
 
 	idem.AddTool(srv, &mcp.Tool{Name: "heartbeat",
 		Description: "Record a heartbeat with a note on a session. session_id and at are the keys: one heartbeat per " +
 			"session and time, so a repeat answers the stored heartbeat and adds nothing.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
-	}, s, counted(f, "heartbeat", f.heartbeat), idem.RecordKeys("session_id", "at"), lo)
+	}, guard, counted(f, "heartbeat", f.heartbeat), idem.RecordKeys("session_id", "at"))
 
 	idem.AddTool(srv, &mcp.Tool{Name: "get_now",
 		Description: "List the running focus sessions with their ids, and which of them runs on the device you send.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no, OpenWorldHint: no},
-	}, s, counted(f, "get_now", f.getNow), lo)
+	}, guard, counted(f, "get_now", f.getNow))
 
 	idem.AddTool(srv, &mcp.Tool{Name: "list_sessions",
 		Description: "List a day's focus sessions, logged time and steps (date as YYYY-MM-DD; default today, UTC).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no, OpenWorldHint: no},
-	}, s, counted(f, "list_sessions", f.listSessions), lo)
+	}, guard, counted(f, "list_sessions", f.listSessions))
 
-	idem.RegisterStatusTool(srv, s, lo)
+	idem.RegisterStatusTool(srv, guard)
 	return srv, f
 }
 

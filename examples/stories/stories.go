@@ -200,21 +200,23 @@ func (a *app) ran(tool string) int64 {
 // server returns the MCP server with the story tools and get_operation.
 func (a *app) server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-stories", Version: "v0.1.0"}, nil)
+	// The server's settings, once: every tool and get_operation take them.
+	guard := idem.New(a.store, &idem.Options{Logger: a.log})
 	opts := func(keys ...string) []idem.Option {
-		return []idem.Option{idem.RecordKeys(keys...), idem.OpID(), idem.Logger(a.log)}
+		return []idem.Option{idem.RecordKeys(keys...), idem.OpID()}
 	}
 	idem.AddTool(srv, &mcp.Tool{Name: "publish_story", Description: "Publish a story under its slug, or republish it: " +
 		"a republish replaces the title and body and keeps the revisions, reproductions and checks. " +
 		"The story is announced on the social service once, on its first publish.",
 		// It replaces what was there, and posts to the social service.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)}},
-		a.store, a.publish, opts("slug")...)
+		guard, a.publish, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_reproduction", Description: "Report that a handle reproduced a story. " +
 		"One report per handle and story: a second report by the same handle changes nothing. " +
 		"The author is notified once per new reproducer.",
 		// It adds, and notifies the author outside the server.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(true)}},
-		a.store, a.reportReproduction, opts("slug", "handle")...)
+		guard, a.reportReproduction, opts("slug", "handle")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "edit_story", Description: "Replace a story's body. " +
 		"revision is the revision the edit is based on: the current revision number from publish_story, get_story or an earlier edit. " +
 		"While the story is at that revision, the edit adds a revision and notifies each reproducer once; " +
@@ -223,13 +225,13 @@ func (a *app) server() *mcp.Server {
 		"An edit of a story changed since that revision is refused: read it with get_story before editing again.",
 		// It replaces the body, and notifies each reproducer.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)}},
-		a.store, a.edit, opts("slug")...)
+		guard, a.edit, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_check", Description: "Record a handle's check of a story, pass or fail. " +
 		"One result per handle and story: a later report replaces it.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)}},
-		a.store, a.reportCheck, opts("slug", "handle")...)
-	srv.AddTool(a.getStoryTool())
-	idem.RegisterStatusTool(srv, a.store, idem.Logger(a.log))
+		guard, a.reportCheck, opts("slug", "handle")...)
+	srv.AddTool(a.getStoryTool(guard))
+	idem.RegisterStatusTool(srv, guard)
 	return srv
 }
 
@@ -487,10 +489,10 @@ func (a *app) reportCheck(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 // transaction through idem (so its refusals carry codes like every tool's),
 // then the state of its posts, read from their markers after that
 // transaction (a marker is read in a transaction of its own).
-func (a *app) getStoryTool() (*mcp.Tool, mcp.ToolHandler) {
+func (a *app) getStoryTool(guard *idem.Guard) (*mcp.Tool, mcp.ToolHandler) {
 	t := &mcp.Tool{Name: "get_story", Description: "Read the story named by slug: its content, revisions, reproductions, checks and the posts made. Writes nothing.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
-	tool, read := idem.Tool(t, a.store, a.readView, idem.Logger(a.log))
+	tool, read := idem.Tool(t, guard, a.readView)
 	return tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := read(ctx, req)
 		if err != nil || res.IsError {

@@ -990,4 +990,13 @@ var mutations = []mutation{
 		Pkg:    "./examples/focus",
 		Run:    "^TestStopRepeatWithinTheWindow$",
 	},
+	{
+		Name:   "guard/addtool-settings",
+		Guards: "a tool registered with AddTool on a Guard takes the Guard's server-wide settings (TTL, scope, clock), and refuses its own",
+		File:   "idem/guard.go",
+		From:   "if g, ok := s.(*Guard); ok {",
+		To:     "if g, ok := s.(*Guard); ok && false {",
+		Pkg:    "./idem",
+		Run:    "^TestAddToolOnAGuard$",
+	},
 }
