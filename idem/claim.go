@@ -74,7 +74,7 @@ type outcall struct {
 	fp       string
 	args     json.RawMessage // as the handler gets them
 	upstream string          // IdempotencyKey's
-	runner   runFunc
+	runner   runFunc         // calls the handler
 }
 
 // serve answers one call of a guarded tool.
@@ -93,7 +93,7 @@ func (g *Guard) serve(ctx context.Context, gt *guardTool, c *Call, run runFunc) 
 		r.Reply, r.err = run(ctx, o.args) // nothing names the operation: the call is not guarded
 		ga = r.passed()
 	default:
-		ga = g.serveOp(ctx, o, run)
+		ga = g.serveOp(ctx, o)
 	}
 	g.log(ctx, c.Tool, ga, time.Since(start))
 	return ga
@@ -213,7 +213,7 @@ func stateOf(rec *oprecord.Record, now time.Time) claimState {
 }
 
 // serveOp answers a call whose operation is identified.
-func (g *Guard) serveOp(ctx context.Context, o *outcall, run runFunc) Answer {
+func (g *Guard) serveOp(ctx context.Context, o *outcall) Answer {
 	cfg := o.gt.p.c
 	release, _, err := g.fl.acquire(ctx, o.key, cfg.busyAfter)
 	if errors.Is(err, errBusy) {
