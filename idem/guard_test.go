@@ -18,101 +18,27 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
-// tracker is a fake REST API on loopback, as a server that wraps one
-// calls it: POST /issues creates an issue and counts it, GET /issues
-// lists them. It takes no idempotency key, as GitHub takes none; it records
-// the keys it was sent.
-type tracker struct {
-	srv *httptest.Server
+// tracker is a fake tracker API on loopback that counts the creates it
+// gets (trackertest), with the tool handlers of a server that wraps it.
+type tracker struct{ *trackertest.API }
 
-	mu     sync.Mutex
-	issues []issue
-	keys   []string
-	// fail, when set, answers the next POST with the status it returns
-	// (0: create), and whether to create the issue anyway first.
-	fail  func() (status int, create bool)
-	delay time.Duration
-	posts atomic.Int64
-	// inFlight and maxInFlight count the POSTs being served at once.
-	inFlight, maxInFlight atomic.Int64
-}
+type (
+	issue    = trackertest.Issue
+	newIssue = trackertest.NewIssue
+)
 
-type issue struct {
-	Number int    `json:"number"`
-	Title  string `json:"title"`
-	URL    string `json:"url"`
-}
-
-func newTracker(t *testing.T) *tracker {
-	tr := &tracker{}
-	tr.srv = httptest.NewServer(http.HandlerFunc(tr.serve))
-	t.Cleanup(tr.srv.Close)
-	return tr
-}
-
-func (tr *tracker) serve(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet:
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(tr.issues)
-	case http.MethodPost:
-		tr.posts.Add(1)
-		n := tr.inFlight.Add(1)
-		for m := tr.maxInFlight.Load(); n > m && !tr.maxInFlight.CompareAndSwap(m, n); m = tr.maxInFlight.Load() {
-		}
-		time.Sleep(tr.delay)
-		tr.inFlight.Add(-1)
-		var in struct {
-			Title string `json:"title"`
-		}
-		if json.NewDecoder(r.Body).Decode(&in) != nil || in.Title == "" {
-			http.Error(w, "title required", http.StatusUnprocessableEntity)
-			return
-		}
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		tr.keys = append(tr.keys, r.Header.Get("Idempotency-Key"))
-		status, create := 0, true
-		if tr.fail != nil {
-			status, create = tr.fail()
-			tr.fail = nil
-		}
-		var is issue
-		if create {
-			is = issue{Number: len(tr.issues) + 1, Title: in.Title}
-			is.URL = fmt.Sprintf("%s/issues/%d", tr.srv.URL, is.Number)
-			tr.issues = append(tr.issues, is)
-		}
-		if status != 0 {
-			http.Error(w, "upstream failed", status)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(is)
-	}
-}
-
-func (tr *tracker) created() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return len(tr.issues)
-}
-
-type newIssue struct {
-	Title string `json:"title"`
-	Body  string `json:"body,omitempty"`
-}
+func newTracker(t *testing.T) *tracker { return &tracker{trackertest.New(t)} }
 
 // createIssue is a tool handler as a server that wraps an API writes one:
 // its whole effect is one POST, and it forwards the guard's key.
 func (tr *tracker) createIssue(ctx context.Context, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
 	body, _ := json.Marshal(in)
-	hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, tr.srv.URL+"/issues", strings.NewReader(string(body)))
+	hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, tr.URL+"/issues", strings.NewReader(string(body)))
 	if key, ok := idem.IdempotencyKey(ctx); ok {
 		hreq.Header.Set("Idempotency-Key", key)
 	}
@@ -139,7 +65,7 @@ func (tr *tracker) findIssue(ctx context.Context, req *mcp.CallToolRequest, p id
 	if err := json.Unmarshal(p.Arguments, &in); err != nil {
 		return nil, err
 	}
-	resp, err := http.Get(tr.srv.URL + "/issues")
+	resp, err := http.Get(tr.URL + "/issues")
 	if err != nil {
 		return nil, err
 	}
@@ -218,15 +144,15 @@ func TestGuardLostAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !guarded {
-				if tr.created() != 2 {
-					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.created())
+				if tr.Created() != 2 {
+					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.Created())
 				}
 				return
 			}
-			if tr.created() != 1 {
-				t.Fatalf("%d issues created, want 1", tr.created())
+			if tr.Created() != 1 {
+				t.Fatalf("%d issues created, want 1", tr.Created())
 			}
-			if got := structured(t, res); !strings.Contains(got, `"url":"`+tr.srv.URL+`/issues/1"`) {
+			if got := structured(t, res); !strings.Contains(got, `"url":"`+tr.URL+`/issues/1"`) {
 				t.Fatalf("retry answered %s, want the first issue with its URL", got)
 			}
 			if res.Meta[idem.MetaReplayed] != true {
@@ -242,7 +168,7 @@ func TestGuardLostAnswer(t *testing.T) {
 func TestGuardIdempotencyKey(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.fail = func() (int, bool) { return http.StatusConflict, false } // the first POST is refused: NotDone
+	tr.FailNext(http.StatusConflict, false) // the first POST is refused: NotDone
 	guard := idem.New(memory.New(nil), nil)
 	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
 	for i, op := range []string{"op-1", "op-1", "op-2"} {
@@ -259,10 +185,10 @@ func TestGuardIdempotencyKey(t *testing.T) {
 		}
 		cs.Close()
 	}
-	if tr.posts.Load() != 3 || tr.created() != 2 {
-		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.posts.Load(), tr.created())
+	if tr.Posts() != 3 || tr.Created() != 2 {
+		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.Posts(), tr.Created())
 	}
-	k := tr.keys
+	k := tr.Keys()
 	if k[0] == "" || k[0] != k[1] || k[1] == k[2] {
 		t.Fatalf("keys %q: want the same key for op-1's two attempts and another for op-2", k)
 	}
@@ -279,7 +205,7 @@ func TestGuardConcurrentIdenticalCalls(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.delay = 50 * time.Millisecond
+	tr.Delay = 50 * time.Millisecond
 	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
 	srvs := []*mcp.Server{trackerServer(tr, idem.New(st, nil), tools), trackerServer(tr, idem.New(st, nil), tools)}
 	var wg sync.WaitGroup
@@ -301,8 +227,8 @@ func TestGuardConcurrentIdenticalCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if tr.posts.Load() != 1 {
-		t.Fatalf("%d posts for 8 identical calls, want 1", tr.posts.Load())
+	if tr.Posts() != 1 {
+		t.Fatalf("%d posts for 8 identical calls, want 1", tr.Posts())
 	}
 	for _, a := range answers[1:] {
 		if a != answers[0] {
@@ -319,7 +245,7 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 		t.Run(fmt.Sprint("reconcile=", reconciled), func(t *testing.T) {
 			ctx := ctxFor(t)
 			tr := newTracker(t)
-			tr.fail = func() (int, bool) { return http.StatusBadGateway, true }
+			tr.FailNext(http.StatusBadGateway, true)
 			opts := []idem.Option{idem.RequireOpID()}
 			if reconciled {
 				opts = append(opts, idem.Reconcile(tr.findIssue))
@@ -350,8 +276,8 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tr.posts.Load() != 1 || tr.created() != 1 {
-				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.posts.Load(), tr.created())
+			if tr.Posts() != 1 || tr.Created() != 1 {
+				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.Posts(), tr.Created())
 			}
 			if !reconciled {
 				if codeOf(again) != "unknown_outcome" {
@@ -372,7 +298,7 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 func TestGuardReconcileNotDone(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.fail = func() (int, bool) { return http.StatusBadGateway, false }
+	tr.FailNext(http.StatusBadGateway, false)
 	clock := newFakeClock()
 	guard := idem.New(memory.New(&memory.Options{Now: clock.now}), &idem.Options{Lease: time.Minute, Now: clock.now})
 	cs := connect(t, trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), idem.Reconcile(tr.findIssue)}}))
@@ -384,8 +310,8 @@ func TestGuardReconcileNotDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if codeOf(early) != "unknown_outcome" || tr.posts.Load() != 1 {
-		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.posts.Load())
+	if codeOf(early) != "unknown_outcome" || tr.Posts() != 1 {
+		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.Posts())
 	}
 	clock.add(2 * time.Minute)
 	again, err := cs.CallTool(ctx, call("create_issue", args))
@@ -395,8 +321,8 @@ func TestGuardReconcileNotDone(t *testing.T) {
 	if got := structured(t, again); !strings.Contains(got, `"number":1`) || again.Meta[idem.MetaReplayed] == true {
 		t.Fatalf("repeat: %s %v, want a first create", got, again.Meta)
 	}
-	if tr.posts.Load() != 2 || tr.created() != 1 {
-		t.Fatalf("%d posts, %d created; want 2 and 1", tr.posts.Load(), tr.created())
+	if tr.Posts() != 2 || tr.Created() != 1 {
+		t.Fatalf("%d posts, %d created; want 2 and 1", tr.Posts(), tr.Created())
 	}
 }
 
@@ -497,8 +423,8 @@ func TestGuardBadInput(t *testing.T) {
 			t.Errorf("%s: the refusal quotes the arguments: %s", c.tool, b)
 		}
 	}
-	if tr.posts.Load() != 0 {
-		t.Fatalf("%d posts after bad input, want 0", tr.posts.Load())
+	if tr.Posts() != 0 {
+		t.Fatalf("%d posts after bad input, want 0", tr.Posts())
 	}
 }
 
@@ -532,8 +458,8 @@ func TestGuardPerRequestServer(t *testing.T) {
 	if d.Dropped() != 1 || len(answers) != 1 {
 		t.Fatalf("dropped %d, answered %d; want 1 and 1", d.Dropped(), len(answers))
 	}
-	if tr.created() != 1 || answers[0].Meta[idem.MetaReplayed] != true {
-		t.Fatalf("%d created, retry replayed %v; want 1 and true", tr.created(), answers[0].Meta[idem.MetaReplayed])
+	if tr.Created() != 1 || answers[0].Meta[idem.MetaReplayed] != true {
+		t.Fatalf("%d created, retry replayed %v; want 1 and true", tr.Created(), answers[0].Meta[idem.MetaReplayed])
 	}
 }
 
@@ -591,8 +517,8 @@ func TestGuardAnswersExpire(t *testing.T) {
 		}
 		structured(t, res)
 		want := []int64{1, 1, 2}[i]
-		if tr.posts.Load() != want {
-			t.Fatalf("after %v more: %d posts, want %d", step, tr.posts.Load(), want)
+		if tr.Posts() != want {
+			t.Fatalf("after %v more: %d posts, want %d", step, tr.Posts(), want)
 		}
 	}
 }
@@ -618,11 +544,11 @@ func TestGuardScopesKeepOperationsApart(t *testing.T) {
 		}
 		got = append(got, structured(t, res))
 	}
-	if tr.created() != 2 || got[0] != got[2] || got[0] == got[1] {
-		t.Fatalf("%d created, answers %q; want 2, alice's repeat answered with hers and bob's his own", tr.created(), got)
+	if tr.Created() != 2 || got[0] != got[2] || got[0] == got[1] {
+		t.Fatalf("%d created, answers %q; want 2, alice's repeat answered with hers and bob's his own", tr.Created(), got)
 	}
-	if tr.keys[0] == tr.keys[1] {
-		t.Fatalf("alice and bob sent the same upstream key %q", tr.keys[0])
+	if tr.Keys()[0] == tr.Keys()[1] {
+		t.Fatalf("alice and bob sent the same upstream key %q", tr.Keys()[0])
 	}
 }
 
@@ -641,8 +567,8 @@ func TestGuardClientCallID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if tr.created() != 2 {
-		t.Fatalf("%d created, want 2: the resend of toolu_01 answered from the first", tr.created())
+	if tr.Created() != 2 {
+		t.Fatalf("%d created, want 2: the resend of toolu_01 answered from the first", tr.Created())
 	}
 }
 
@@ -732,7 +658,7 @@ func TestGuardOutsideCallsHoldNoWriter(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.delay = 100 * time.Millisecond
+	tr.Delay = 100 * time.Millisecond
 	srv := trackerServer(tr, idem.New(st, nil), idem.Tools{"create_issue": {idem.RecordKeys("title")}})
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -752,10 +678,10 @@ func TestGuardOutsideCallsHoldNoWriter(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if tr.created() != 8 || tr.maxInFlight.Load() < 4 {
-		t.Fatalf("%d created, at most %d at once (in %v); want 8, and at least 4 at once", tr.created(), tr.maxInFlight.Load(), took)
+	if tr.Created() != 8 || tr.MaxInFlight() < 4 {
+		t.Fatalf("%d created, at most %d at once (in %v); want 8, and at least 4 at once", tr.Created(), tr.MaxInFlight(), took)
 	}
-	t.Logf("8 different creates of 100 ms each on SQLite: %v, %d at once", took, tr.maxInFlight.Load())
+	t.Logf("8 different creates of 100 ms each on SQLite: %v, %d at once", took, tr.MaxInFlight())
 }
 
 // TestGuardModelRetries: a model that lost the answer to a keyed comment
@@ -765,7 +691,7 @@ func TestGuardModelRetries(t *testing.T) {
 	fresh := func(ctx context.Context) (*idemtest.Subject, error) {
 		tr := newTracker(t)
 		srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}})
-		return &idemtest.Subject{Server: srv, State: func(context.Context) (any, error) { return tr.created(), nil }}, nil
+		return &idemtest.Subject{Server: srv, State: func(context.Context) (any, error) { return tr.Created(), nil }}, nil
 	}
 	retries, err := idemtest.ModelRetries(ctx, fresh, call("add_comment", map[string]any{"title": "LGTM", "body": "ship it"}))
 	if err != nil {
@@ -829,8 +755,8 @@ func TestGuardRefusesAsAddTool(t *testing.T) {
 			t.Errorf("%s: the refusal quotes the arguments: %q", c.tool, textOf(got))
 		}
 	}
-	if tr.posts.Load() != 0 {
-		t.Fatalf("%d posts after bad input, want 0", tr.posts.Load())
+	if tr.Posts() != 0 {
+		t.Fatalf("%d posts after bad input, want 0", tr.Posts())
 	}
 }
 
@@ -892,13 +818,13 @@ func TestGuardOwnAuthNeedsAScope(t *testing.T) {
 						t.Fatalf("without a scope: %v, want scope_required", res.Meta)
 					}
 				}
-				if tr.posts.Load() != 0 {
-					t.Fatalf("%d posts, want 0", tr.posts.Load())
+				if tr.Posts() != 0 {
+					t.Fatalf("%d posts, want 0", tr.Posts())
 				}
 				return
 			}
-			if tr.posts.Load() != 2 || answers[1].Meta[idem.MetaReplayed] == true {
-				t.Fatalf("%d posts, bob replayed %v: want 2 posts, and bob's own answer", tr.posts.Load(), answers[1].Meta[idem.MetaReplayed])
+			if tr.Posts() != 2 || answers[1].Meta[idem.MetaReplayed] == true {
+				t.Fatalf("%d posts, bob replayed %v: want 2 posts, and bob's own answer", tr.Posts(), answers[1].Meta[idem.MetaReplayed])
 			}
 		})
 	}
@@ -943,8 +869,8 @@ func TestGuardOnlyWhen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.created() != 1 || updates.Load() != 2 || codeOf(missing) != "missing_key" {
-		t.Fatalf("%d created, %d updates, a create without its key %q; want 1, 2 and missing_key", tr.created(), updates.Load(), codeOf(missing))
+	if tr.Created() != 1 || updates.Load() != 2 || codeOf(missing) != "missing_key" {
+		t.Fatalf("%d created, %d updates, a create without its key %q; want 1, 2 and missing_key", tr.Created(), updates.Load(), codeOf(missing))
 	}
 	lr, err := cs.ListTools(ctx, nil)
 	if err != nil {
@@ -1002,9 +928,11 @@ func TestGuardHTTPEffects(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/HTTPEffects=%v", c.name, httpEffects), func(t *testing.T) {
 				ctx := ctxFor(t)
 				tr := newTracker(t)
-				tr.fail = c.fail
+				if c.fail != nil {
+			tr.FailNext(c.fail())
+		}
 				client := &http.Client{Transport: idem.Transport(nil)}
-				base := tr.srv.URL
+				base := tr.URL
 				if c.down {
 					dead := httptest.NewServer(http.NotFoundHandler())
 					base = dead.URL
@@ -1019,7 +947,7 @@ func TestGuardHTTPEffects(t *testing.T) {
 					attempt++
 					url := base
 					if attempt > 1 {
-						url = tr.srv.URL
+						url = tr.URL
 					}
 					if in.Title == "!" {
 						return nil, issue{}, errors.New("a title must say something")
@@ -1054,7 +982,7 @@ func TestGuardHTTPEffects(t *testing.T) {
 				if codeOf(again) != want {
 					t.Fatalf("repeat: code %q, want %q", codeOf(again), want)
 				}
-				if posts := tr.posts.Load(); httpEffects && posts != c.posts {
+				if posts := tr.Posts(); httpEffects && posts != c.posts {
 					t.Fatalf("%d creates received, want %d", posts, c.posts)
 				}
 			})

@@ -20,106 +20,29 @@ import (
 	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/idem/mcpgo"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
-// tracker is a fake REST API on loopback, as a server that wraps one
-// calls it: POST /issues creates an issue and counts it, GET /issues
-// lists them. It takes no idempotency key; it records the keys it was
-// sent.
-type tracker struct {
-	srv *httptest.Server
+// tracker is a fake tracker API on loopback that counts the creates it
+// gets (trackertest), with the mcp-go tool handlers of a server that wraps
+// it.
+type tracker struct{ *trackertest.API }
 
-	mu     sync.Mutex // guards issues, keys and fail
-	issues []issue
-	keys   []string
-	// fail, when set, answers the next POST with the status it returns,
-	// after creating the issue if create is true.
-	fail  func() (status int, create bool)
-	delay time.Duration
-	posts atomic.Int64
-}
+type (
+	issue    = trackertest.Issue
+	newIssue = trackertest.NewIssue
+)
 
-type issue struct {
-	Number int    `json:"number"`
-	Title  string `json:"title"`
-	URL    string `json:"url"`
-}
-
-type newIssue struct {
-	Title string `json:"title"`
-	Body  string `json:"body,omitempty"`
-}
-
-func newTracker(t *testing.T) *tracker {
-	tr := &tracker{}
-	tr.srv = httptest.NewServer(http.HandlerFunc(tr.serve))
-	t.Cleanup(tr.srv.Close)
-	return tr
-}
-
-func (tr *tracker) serve(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet:
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(tr.issues)
-	case http.MethodPost:
-		tr.posts.Add(1)
-		time.Sleep(tr.delay)
-		var in newIssue
-		if json.NewDecoder(r.Body).Decode(&in) != nil || in.Title == "" {
-			http.Error(w, "title required", http.StatusUnprocessableEntity)
-			return
-		}
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		tr.keys = append(tr.keys, r.Header.Get("Idempotency-Key"))
-		status, create := 0, true
-		if tr.fail != nil {
-			status, create = tr.fail()
-			tr.fail = nil
-		}
-		var is issue
-		if create {
-			is = issue{Number: len(tr.issues) + 1, Title: in.Title}
-			is.URL = fmt.Sprintf("%s/issues/%d", tr.srv.URL, is.Number)
-			tr.issues = append(tr.issues, is)
-		}
-		if status != 0 {
-			http.Error(w, "upstream failed", status)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(is)
-	}
-}
-
-func (tr *tracker) created() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return len(tr.issues)
-}
-
-func (tr *tracker) failNext(status int, create bool) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	tr.fail = func() (int, bool) { return status, create }
-}
-
-func (tr *tracker) sentKeys() []string {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return append([]string(nil), tr.keys...)
-}
+func newTracker(t *testing.T) *tracker { return &tracker{trackertest.New(t)} }
 
 // post creates an issue upstream, forwarding the guard's key.
 func (tr *tracker) post(ctx context.Context, in newIssue) (*http.Response, error) {
 	body, _ := json.Marshal(in)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, tr.srv.URL+"/issues", strings.NewReader(string(body)))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, tr.URL+"/issues", strings.NewReader(string(body)))
 	if err != nil {
 		return nil, idem.NotDone(err) // never sent
 	}
@@ -176,7 +99,7 @@ func (tr *tracker) findIssue(ctx context.Context, req mcp.CallToolRequest, p ide
 	if err := json.Unmarshal(p.Arguments, &in); err != nil {
 		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, tr.srv.URL+"/issues", nil)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, tr.URL+"/issues", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -318,15 +241,15 @@ func TestGuardLostAnswer(t *testing.T) {
 				t.Fatalf("%d answers lost, want 1", d.Dropped())
 			}
 			if !guarded {
-				if tr.created() != 2 {
-					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.created())
+				if tr.Created() != 2 {
+					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.Created())
 				}
 				return
 			}
-			if tr.created() != 1 {
-				t.Fatalf("%d issues created, want 1", tr.created())
+			if tr.Created() != 1 {
+				t.Fatalf("%d issues created, want 1", tr.Created())
 			}
-			if got := structuredJSON(t, res); !strings.Contains(got, `"url":"`+tr.srv.URL+`/issues/1"`) {
+			if got := structuredJSON(t, res); !strings.Contains(got, `"url":"`+tr.URL+`/issues/1"`) {
 				t.Fatalf("retry answered %s, want the first issue with its URL", got)
 			}
 			if metaOf(res, idem.MetaReplayed) != true {
@@ -347,7 +270,7 @@ func TestGuardConcurrentIdenticalCalls(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.delay = 50 * time.Millisecond
+	tr.Delay = 50 * time.Millisecond
 	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
 	urls := []string{
 		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools, nil))),
@@ -371,8 +294,8 @@ func TestGuardConcurrentIdenticalCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if tr.posts.Load() != 1 {
-		t.Fatalf("%d posts for 8 identical calls, want 1", tr.posts.Load())
+	if tr.Posts() != 1 {
+		t.Fatalf("%d posts for 8 identical calls, want 1", tr.Posts())
 	}
 	if !strings.HasPrefix(answers[0], `error false: {"number":1,`) {
 		t.Fatalf("answer %s, want issue 1", answers[0])
@@ -393,7 +316,7 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 		t.Run(fmt.Sprint("reconcile=", reconciled), func(t *testing.T) {
 			ctx := ctxFor(t)
 			tr := newTracker(t)
-			tr.failNext(http.StatusBadGateway, true)
+			tr.FailNext(http.StatusBadGateway, true)
 			opts := []idem.Option{idem.RequireOpID()}
 			if reconciled {
 				opts = append(opts, mcpgo.Reconcile(tr.findIssue))
@@ -414,8 +337,8 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 				t.Fatalf("get_operation: %s, want %s", got, wantStatus)
 			}
 			again := mustCall(t, ctx, c, "create_issue", args, nil)
-			if tr.posts.Load() != 1 || tr.created() != 1 {
-				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.posts.Load(), tr.created())
+			if tr.Posts() != 1 || tr.Created() != 1 {
+				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.Posts(), tr.Created())
 			}
 			if !reconciled {
 				if codeOf(again) != "unknown_outcome" {
@@ -435,7 +358,7 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 func TestGuardReconcileNotDone(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.failNext(http.StatusBadGateway, false)
+	tr.FailNext(http.StatusBadGateway, false)
 	// The clock the guard and the store read: reconcile's "not done" counts
 	// only once the claim's lease has ended.
 	var ns atomic.Int64
@@ -448,16 +371,16 @@ func TestGuardReconcileNotDone(t *testing.T) {
 	if first := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(first) != "unknown_outcome" {
 		t.Fatalf("first: %v, want unknown_outcome", first.Meta)
 	}
-	if early := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(early) != "unknown_outcome" || tr.posts.Load() != 1 {
-		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.posts.Load())
+	if early := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(early) != "unknown_outcome" || tr.Posts() != 1 {
+		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.Posts())
 	}
 	ns.Add(int64(2 * time.Minute))
 	again := mustCall(t, ctx, c, "create_issue", args, nil)
 	if got := structuredJSON(t, again); !strings.Contains(got, `"number":1`) || metaOf(again, idem.MetaReplayed) == true {
 		t.Fatalf("repeat: %s %v, want a first create", got, again.Meta)
 	}
-	if tr.posts.Load() != 2 || tr.created() != 1 {
-		t.Fatalf("%d posts, %d created; want 2 and 1", tr.posts.Load(), tr.created())
+	if tr.Posts() != 2 || tr.Created() != 1 {
+		t.Fatalf("%d posts, %d created; want 2 and 1", tr.Posts(), tr.Created())
 	}
 }
 
@@ -531,16 +454,16 @@ func TestGuardNotDone(t *testing.T) {
 func TestGuardIdempotencyKey(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	tr.failNext(http.StatusConflict, false) // the first POST is refused: NotDone
+	tr.FailNext(http.StatusConflict, false) // the first POST is refused: NotDone
 	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID()}}, nil)
 	url := serveHTTP(t, server.NewStreamableHTTPServer(srv))
 	for _, op := range []string{"op-1", "op-1", "op-2"} {
 		mustCall(t, ctx, dial(t, ctx, url, nil), "create_issue", map[string]any{"title": "t", "op_id": op}, nil)
 	}
-	if tr.posts.Load() != 3 || tr.created() != 2 {
-		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.posts.Load(), tr.created())
+	if tr.Posts() != 3 || tr.Created() != 2 {
+		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.Posts(), tr.Created())
 	}
-	k := tr.sentKeys()
+	k := tr.Keys()
 	if k[0] == "" || k[0] != k[1] || k[1] == k[2] {
 		t.Fatalf("keys %q: want the same key for op-1's two attempts and another for op-2", k)
 	}
@@ -706,8 +629,8 @@ func TestGuardSameAsGoSDK(t *testing.T) {
 			t.Errorf("%s %s: go-sdk %s %q, mcp-go %s %q", c.tool, c.args, gcode, gtext, codeOf(m), textOf(m))
 		}
 	}
-	if tr.posts.Load() != 0 || gosdkRuns.Load() != 0 {
-		t.Fatalf("%d posts and %d go-sdk runs after bad input, want 0", tr.posts.Load(), gosdkRuns.Load())
+	if tr.Posts() != 0 || gosdkRuns.Load() != 0 {
+		t.Fatalf("%d posts and %d go-sdk runs after bad input, want 0", tr.Posts(), gosdkRuns.Load())
 	}
 }
 
@@ -738,8 +661,8 @@ func TestGuardPerRequestServer(t *testing.T) {
 	if d.Dropped() != 1 || len(answers) != 1 || built.Load() < 4 {
 		t.Fatalf("dropped %d, answered %d, %d servers built; want 1, 1 and one per request", d.Dropped(), len(answers), built.Load())
 	}
-	if tr.created() != 1 || metaOf(answers[0], idem.MetaReplayed) != true {
-		t.Fatalf("%d created, retry replayed %v; want 1 and true", tr.created(), metaOf(answers[0], idem.MetaReplayed))
+	if tr.Created() != 1 || metaOf(answers[0], idem.MetaReplayed) != true {
+		t.Fatalf("%d created, retry replayed %v; want 1 and true", tr.Created(), metaOf(answers[0], idem.MetaReplayed))
 	}
 }
 
@@ -762,8 +685,8 @@ func TestGuardScope(t *testing.T) {
 				t.Errorf("%s: code %q, want scope_required", tool, codeOf(res))
 			}
 		}
-		if tr.posts.Load() != 0 {
-			t.Fatalf("%d posts, want 0", tr.posts.Load())
+		if tr.Posts() != 0 {
+			t.Fatalf("%d posts, want 0", tr.Posts())
 		}
 	})
 	t.Run("with Scope", func(t *testing.T) {
@@ -777,10 +700,10 @@ func TestGuardScope(t *testing.T) {
 			res := mustCall(t, ctx, dial(t, ctx, url, bearer(user)), "create_issue", map[string]any{"title": "from " + user, "op_id": "op-1"}, nil)
 			got = append(got, structuredJSON(t, res))
 		}
-		if tr.created() != 2 || got[0] != got[2] || got[0] == got[1] {
-			t.Fatalf("%d created, answers %q; want 2, alice's repeat answered with hers and bob's his own", tr.created(), got)
+		if tr.Created() != 2 || got[0] != got[2] || got[0] == got[1] {
+			t.Fatalf("%d created, answers %q; want 2, alice's repeat answered with hers and bob's his own", tr.Created(), got)
 		}
-		if k := tr.sentKeys(); k[0] == k[1] {
+		if k := tr.Keys(); k[0] == k[1] {
 			t.Fatalf("alice and bob sent the same upstream key %q", k[0])
 		}
 		st := mustCall(t, ctx, dial(t, ctx, url, bearer("carol")), "get_operation", map[string]any{"tool": "create_issue", "op_id": "op-1"}, nil)
