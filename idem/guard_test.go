@@ -929,8 +929,8 @@ func TestGuardHTTPEffects(t *testing.T) {
 				ctx := ctxFor(t)
 				tr := newTracker(t)
 				if c.fail != nil {
-			tr.FailNext(c.fail())
-		}
+					tr.FailNext(c.fail())
+				}
 				client := &http.Client{Transport: idem.Transport(nil)}
 				base := tr.URL
 				if c.down {

@@ -20,9 +20,9 @@ import (
 	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/idem/mcpgo"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
