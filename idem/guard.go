@@ -81,6 +81,9 @@ type Options struct {
 	// or "" without one. Operations are looked up within a scope. A
 	// server on mcp-go sets its scope in mcpgo.Options instead.
 	Scope func(ctx context.Context, req *mcp.CallToolRequest) string
+	// CallScope is Scope for an adapter to another MCP library, which finds
+	// its own request in c.Request (mcpgo.New sets it). Set one of the two.
+	CallScope func(ctx context.Context, c *Call) string
 	// RequireScope refuses a guarded call whose scope is "" with
 	// scope_required.
 	RequireScope bool
@@ -103,8 +106,8 @@ type Options struct {
 type Tools map[string][]Option
 
 // New returns the Guard of a server whose operations are kept in s. It
-// panics if s is nil or a duration in opts is negative: mistakes in the
-// server's code.
+// panics if s is nil, a duration in opts is negative, or both Scope and
+// CallScope are set: mistakes in the server's code.
 func New(s Store, opts *Options) *Guard {
 	if s == nil {
 		panic("idem: New needs a store")
@@ -119,8 +122,13 @@ func New(s Store, opts *Options) *Guard {
 	if opts.BusyAfter != 0 {
 		base = append(base, BusyAfter(opts.BusyAfter))
 	}
-	if opts.Scope != nil {
+	switch {
+	case opts.Scope != nil && opts.CallScope != nil:
+		panic("idem: New: set Scope or CallScope, not both")
+	case opts.Scope != nil:
 		base = append(base, Scope(opts.Scope))
+	case opts.CallScope != nil:
+		base = append(base, ScopeFunc(opts.CallScope))
 	}
 	if opts.RequireScope {
 		base = append(base, RequireScope())

@@ -144,7 +144,7 @@ func (l *toolCallLog) saw(tool string) int {
 // resends the guard answers with a replay included, and the handlers run
 // only when the guard lets a call through. (idemmcpgo is idemkit's
 // idem/mcpgo, named so here because mcpgo is mcp-go's mcp package; in a
-// server of its own the line reads mcpgo.Guard(guard, tools, nil).)
+// server of its own the line reads mcpgo.Guard(guard, tools).)
 func newMCPGoIssueServer(c mcpgoAPIClient, log *toolCallLog, guard *idem.Guard) *server.MCPServer {
 	opts := []server.ServerOption{
 		server.WithToolCapabilities(false),
@@ -152,7 +152,7 @@ func newMCPGoIssueServer(c mcpgoAPIClient, log *toolCallLog, guard *idem.Guard) 
 		server.WithToolHandlerMiddleware(log.middleware),
 	}
 	if guard != nil { // the test's switch, to run the server both ways
-		opts = append(opts, idemmcpgo.Guard(guard, guardedIssueTools, nil)) // the one line a server adds
+		opts = append(opts, idemmcpgo.Guard(guard, guardedIssueTools)) // the one line a server adds
 	}
 	srv := server.NewMCPServer("issues", "v1", opts...)
 	for _, st := range mcpgoIssueTools() {

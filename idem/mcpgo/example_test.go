@@ -20,7 +20,7 @@ import (
 func ExampleGuard() {
 	guard := idem.New(memory.New(nil), nil) // once per process
 	srv := server.NewMCPServer("tracker", "v1",
-		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}, nil))
+		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}))
 
 	created := 0
 	srv.AddTool(mcp.NewTool("create_issue", mcp.WithString("title", mcp.Required())),

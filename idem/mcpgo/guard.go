@@ -13,32 +13,55 @@ import (
 	"github.com/idemkit/sdk/idem"
 )
 
-// Options are an mcp-go server's guard settings that are mcp-go's own; the
-// others come from the [idem.Guard]. A nil *Options means the defaults.
+// Options are the settings of an mcp-go server's Guard that are mcp-go's
+// own; the others are idem's ([idem.Options]). A nil *Options means the
+// defaults.
 type Options struct {
-	// Scope says who an operation belongs to (a user or tenant id), once
-	// for the whole server: operations are looked up within a scope, so
-	// one caller never gets another's answer. mcp-go has no authenticated
-	// user of its own; a server that authenticates its callers puts the
-	// user in the context (server.WithHTTPContextFunc) and returns it
-	// here. Its answer is the scope, "" included (refused with
-	// scope_required under idem.Options.RequireScope).
+	// Scope says who an operation belongs to (a user or tenant id): the
+	// Guard's operations, its tools' and get_operation's are looked up
+	// within a scope, so one caller never gets another's answer. mcp-go
+	// has no authenticated user of its own; a server that authenticates
+	// its callers puts the user in the context (server.WithHTTPContextFunc)
+	// and returns it here. Its answer is the scope, "" included (refused
+	// with scope_required under idem.Options.RequireScope).
 	//
 	// Without it, a call over HTTP that carries an Authorization header is
 	// an authenticated caller without a user id, and is refused an op id
-	// (scope_required): its operations could not be kept apart from other
-	// callers'. Leave idem.Options.Scope nil on an mcp-go server: it reads
-	// a go-sdk request.
+	// or record keys (scope_required): its operations could not be kept
+	// apart from other callers'.
 	Scope func(ctx context.Context, req mcp.CallToolRequest) string
+}
+
+// New returns the Guard of an mcp-go server, made once, as [idem.New] makes
+// a go-sdk server's: its settings (opts, and mopts for mcp-go's scope) are
+// those of every tool guarded with [Guard], registered with [AddTool] on it,
+// and of get_operation. It panics where idem.New does, and if opts sets
+// Scope, which reads a go-sdk request: set mopts.Scope.
+func New(s idem.Store, opts *idem.Options, mopts *Options) *idem.Guard {
+	var o idem.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Scope != nil {
+		panic("mcpgo: New: idem.Options.Scope reads a go-sdk request; set mcpgo.Options.Scope")
+	}
+	if mopts != nil && mopts.Scope != nil {
+		scope := mopts.Scope
+		o.CallScope = func(ctx context.Context, c *idem.Call) string {
+			req, _ := c.Request.(mcp.CallToolRequest)
+			return scope(ctx, req)
+		}
+	}
+	return idem.New(s, &o)
 }
 
 // Guard returns the server option that protects the named tools of an
 // mcp-go server with g, leaving their handlers and their registration as
 // they are:
 //
-//	guard := idem.New(store, &idem.Options{TTL: 24 * time.Hour}) // once per process
+//	guard := mcpgo.New(store, &idem.Options{TTL: 24 * time.Hour}, nil) // once per process
 //	srv := server.NewMCPServer("tracker", "v1",
-//		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}, nil))
+//		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}))
 //	srv.AddTool(mcp.NewTool("create_issue", ...), createIssue) // as before
 //
 // It adds a tool handler middleware that guards calls of the named tools
@@ -70,14 +93,11 @@ type Options struct {
 // serves every server built per request, and each call looks its tool up
 // on the server it reached (a session's own tool first, as mcp-go does).
 // Guard panics if g is nil, or where idem.Guard.Middleware does.
-func Guard(g *idem.Guard, tools idem.Tools, opts *Options) server.ServerOption {
+func Guard(g *idem.Guard, tools idem.Tools) server.ServerOption {
 	if g == nil {
 		panic("mcpgo: Guard needs an *idem.Guard (idem.New)")
 	}
 	gd := &guarded{a: g.Guarded(tools, decodeResult)}
-	if opts != nil {
-		gd.scope = opts.Scope
-	}
 	st := gd.a.Status()
 	gd.status = published(mcp.Tool{Name: st.Name, Annotations: mcp.ToolAnnotation{ReadOnlyHint: new(true), DestructiveHint: new(false), OpenWorldHint: new(false)}}, st)
 	return func(s *server.MCPServer) {
@@ -134,7 +154,6 @@ func Reconcile(f func(ctx context.Context, req mcp.CallToolRequest, p idem.Pendi
 // guarded is what a Guard option adds to a server.
 type guarded struct {
 	a      *idem.Guarded
-	scope  func(ctx context.Context, req mcp.CallToolRequest) string
 	status mcp.Tool // get_operation, as published
 }
 
@@ -154,7 +173,7 @@ func (gd *guarded) middleware(s *server.MCPServer) server.ToolHandlerMiddleware 
 			run := func(ctx context.Context, args json.RawMessage) (idem.Reply, error) {
 				return replyOfCall(next(ctx, withArguments(req, args)))
 			}
-			return answerOf(gd.a.Call(ctx, guardDef(t), gd.callOf(ctx, req), run))
+			return answerOf(gd.a.Call(ctx, guardDef(t), callOf(ctx, req), run))
 		}
 	}
 }
@@ -179,18 +198,7 @@ func (gd *guarded) list(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 
 // lookup answers a call of get_operation.
 func (gd *guarded) lookup(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return resultOf(gd.a.Lookup(ctx, gd.callOf(ctx, req))), nil
-}
-
-// callOf is req as the guard reads it: with the server's scope, when it
-// has one, as the caller's user.
-func (gd *guarded) callOf(ctx context.Context, req mcp.CallToolRequest) *idem.Call {
-	c := callOf(ctx, req)
-	if gd.scope != nil {
-		c.User = gd.scope(ctx, req)
-		c.Authenticated = c.User != ""
-	}
-	return c
+	return resultOf(gd.a.Lookup(ctx, callOf(ctx, req))), nil
 }
 
 // toolNamed returns the tool a call of name reaches on s: the session's

@@ -123,10 +123,10 @@ func (tr *tracker) findIssue(ctx context.Context, req mcp.CallToolRequest, p ide
 // trackerServer is an mcp-go server as people write one: tools registered
 // with srv.AddTool and mcp-go's own handlers, unaware of idemkit, and the
 // guard added in one line.
-func trackerServer(tr *tracker, guard *idem.Guard, tools idem.Tools, opts *mcpgo.Options) *server.MCPServer {
+func trackerServer(tr *tracker, guard *idem.Guard, tools idem.Tools) *server.MCPServer {
 	var sopts []server.ServerOption
 	if guard != nil {
-		sopts = append(sopts, mcpgo.Guard(guard, tools, opts))
+		sopts = append(sopts, mcpgo.Guard(guard, tools))
 	}
 	srv := server.NewMCPServer("tracker", "v1", sopts...)
 	srv.AddTool(mcp.NewTool("create_issue", mcp.WithDescription("Create an issue."),
@@ -225,7 +225,7 @@ func TestGuardLostAnswer(t *testing.T) {
 			if guarded {
 				guard = idem.New(memory.New(nil), nil)
 			}
-			srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}}, nil)
+			srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
 			d := &idemtest.HTTPDropper{Next: server.NewStreamableHTTPServer(srv)}
 			url := serveHTTP(t, d)
 			d.Arm("create_issue")
@@ -273,8 +273,8 @@ func TestGuardConcurrentIdenticalCalls(t *testing.T) {
 	tr.Delay = 50 * time.Millisecond
 	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
 	urls := []string{
-		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools, nil))),
-		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools, nil))),
+		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools))),
+		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools))),
 	}
 	clients := make([]*client.Client, 8)
 	for i := range clients {
@@ -321,7 +321,7 @@ func TestGuardUnknownOutcomeSettled(t *testing.T) {
 			if reconciled {
 				opts = append(opts, mcpgo.Reconcile(tr.findIssue))
 			}
-			srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": opts}, nil)
+			srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": opts})
 			c := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(srv)), nil)
 			args := map[string]any{"title": "flaky", "op_id": "op-7"}
 			first := mustCall(t, ctx, c, "create_issue", args, nil)
@@ -365,7 +365,7 @@ func TestGuardReconcileNotDone(t *testing.T) {
 	ns.Store(time.Now().UnixNano())
 	now := func() time.Time { return time.Unix(0, ns.Load()) }
 	guard := idem.New(memory.New(&memory.Options{Now: now}), &idem.Options{Lease: time.Minute, Now: now})
-	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), mcpgo.Reconcile(tr.findIssue)}}, nil)
+	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), mcpgo.Reconcile(tr.findIssue)}})
 	c := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(srv)), nil)
 	args := map[string]any{"title": "lost", "op_id": "op-8"}
 	if first := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(first) != "unknown_outcome" {
@@ -409,7 +409,7 @@ func TestGuardNotDone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxFor(t)
 			var runs atomic.Int64
-			srv := server.NewMCPServer("s", "v1", mcpgo.Guard(idem.New(memory.New(nil), nil), idem.Tools{"send": {idem.RequireOpID()}}, nil))
+			srv := server.NewMCPServer("s", "v1", mcpgo.Guard(idem.New(memory.New(nil), nil), idem.Tools{"send": {idem.RequireOpID()}}))
 			srv.AddTool(mcp.NewTool("send"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				if len(req.GetArguments()) != 0 || string(req.Params.RawArguments) != "{}" {
 					t.Errorf("the handler got %v (%s), want its own arguments: none, and no op_id", req.GetArguments(), req.Params.RawArguments)
@@ -455,7 +455,7 @@ func TestGuardIdempotencyKey(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
 	tr.FailNext(http.StatusConflict, false) // the first POST is refused: NotDone
-	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID()}}, nil)
+	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID()}})
 	url := serveHTTP(t, server.NewStreamableHTTPServer(srv))
 	for _, op := range []string{"op-1", "op-1", "op-2"} {
 		mustCall(t, ctx, dial(t, ctx, url, nil), "create_issue", map[string]any{"title": "t", "op_id": op}, nil)
@@ -477,7 +477,7 @@ func TestGuardListsHonestTools(t *testing.T) {
 	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{
 		"create_issue": {idem.OpID()},
 		"add_comment":  {idem.RecordKeys("title", "body")},
-	}, nil)
+	})
 	c := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(srv)), nil)
 	lr, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
@@ -525,12 +525,12 @@ func TestGuardSameAsGoSDK(t *testing.T) {
 		"create_issue": {idem.RequireOpID()},
 		"add_comment":  {idem.RecordKeys("title", "body")},
 	}
-	mg := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(memory.New(nil), nil), tools, nil))), nil)
+	mg := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(memory.New(nil), nil), tools))), nil)
 
 	// The go-sdk twin: the same names and input schemas, raw handlers.
 	var gosdkRuns atomic.Int64
 	gs := gosdk.NewServer(&gosdk.Implementation{Name: "tracker", Version: "v1"}, nil)
-	unguarded := trackerServer(tr, nil, nil, nil)
+	unguarded := trackerServer(tr, nil, nil)
 	for _, name := range []string{"create_issue", "add_comment"} {
 		tl := unguarded.GetTool(name).Tool
 		schema, _ := json.Marshal(tl.InputSchema)
@@ -640,7 +640,7 @@ func TestGuardSameAsGoSDK(t *testing.T) {
 func TestGuardPerRequestServer(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	guard := mcpgo.Guard(idem.New(memory.New(nil), nil), idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}, nil)
+	guard := mcpgo.Guard(idem.New(memory.New(nil), nil), idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}})
 	var built atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		built.Add(1)
@@ -675,7 +675,7 @@ func TestGuardScope(t *testing.T) {
 	bearer := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
 	t.Run("without Scope", func(t *testing.T) {
 		tr := newTracker(t)
-		url := serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(memory.New(nil), nil), tools, nil)))
+		url := serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(memory.New(nil), nil), tools)))
 		c := dial(t, ctx, url, bearer("alice"))
 		for tool, args := range map[string]map[string]any{
 			"create_issue":  {"title": "t", "op_id": "op-1"},
@@ -694,7 +694,7 @@ func TestGuardScope(t *testing.T) {
 		opts := &mcpgo.Options{Scope: func(ctx context.Context, req mcp.CallToolRequest) string {
 			return strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
 		}}
-		url := serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(memory.New(nil), nil), tools, opts)))
+		url := serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, mcpgo.New(memory.New(nil), nil, opts), tools)))
 		var got []string
 		for _, user := range []string{"alice", "bob", "alice"} {
 			res := mustCall(t, ctx, dial(t, ctx, url, bearer(user)), "create_issue", map[string]any{"title": "from " + user, "op_id": "op-1"}, nil)
@@ -714,7 +714,7 @@ func TestGuardScope(t *testing.T) {
 	t.Run("Scope says none", func(t *testing.T) {
 		tr := newTracker(t)
 		opts := &mcpgo.Options{Scope: func(context.Context, mcp.CallToolRequest) string { return "" }}
-		url := serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(memory.New(nil), nil), tools, opts)))
+		url := serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, mcpgo.New(memory.New(nil), nil, opts), tools)))
 		res := mustCall(t, ctx, dial(t, ctx, url, bearer("shared-key")), "create_issue", map[string]any{"title": "t", "op_id": "op-1"}, nil)
 		if got := structuredJSON(t, res); !strings.Contains(got, `"number":1`) {
 			t.Fatalf("answer %s, want issue 1: the server's scope says every caller is one", got)
@@ -726,7 +726,7 @@ func TestGuardScope(t *testing.T) {
 				t.Errorf("recovered %v, want a panic that names a server-wide setting", r)
 			}
 		}()
-		mcpgo.Guard(idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {mcpgo.Scope(func(context.Context, mcp.CallToolRequest) string { return "" })}}, nil)
+		mcpgo.Guard(idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {mcpgo.Scope(func(context.Context, mcp.CallToolRequest) string { return "" })}})
 	})
 }
 
@@ -735,7 +735,7 @@ func TestGuardScope(t *testing.T) {
 func TestGuardOwnsGetOperation(t *testing.T) {
 	ctx := ctxFor(t)
 	tr := newTracker(t)
-	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID()}}, nil)
+	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID()}})
 	srv.AddTool(mcp.NewTool("get_operation", mcp.WithDescription("The server's own.")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("the server's own"), nil
 	})
@@ -753,5 +753,40 @@ func TestGuardOwnsGetOperation(t *testing.T) {
 	st := mustCall(t, ctx, c, "get_operation", map[string]any{"tool": "create_issue", "op_id": "op-1"}, nil)
 	if got := structuredJSON(t, st); !strings.Contains(got, `"status":"committed"`) {
 		t.Fatalf("get_operation: %s, want committed", got)
+	}
+}
+
+// TestAddToolOnAGuardTakesItsScope: an mcp-go server sets who its callers
+// are once, in mcpgo.New: a tool registered with mcpgo.AddTool on that
+// Guard keeps two users' operations apart by it, where without a scope
+// each call with an Authorization header is refused scope_required.
+func TestAddToolOnAGuardTakesItsScope(t *testing.T) {
+	ctx := ctxFor(t)
+	for _, scoped := range []bool{false, true} {
+		var mopts *mcpgo.Options
+		if scoped {
+			mopts = &mcpgo.Options{Scope: func(ctx context.Context, req mcp.CallToolRequest) string {
+				return strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+			}}
+		}
+		guard := mcpgo.New(memory.New(nil), nil, mopts)
+		runs := 0
+		srv := server.NewMCPServer("notes", "v1")
+		mcpgo.AddTool(srv, mcp.NewTool("add_note"), guard, func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
+			runs++
+			return nil, issue{Number: runs}, tx.Create(ctx, idem.Key{Collection: "notes", ID: fmt.Sprint(runs)}, in)
+		}, idem.RequireOpID())
+		url := serveHTTP(t, server.NewStreamableHTTPServer(srv))
+		var codes []string
+		for _, user := range []string{"alice", "bob"} {
+			res := mustCall(t, ctx, dial(t, ctx, url, map[string]string{"Authorization": "Bearer " + user}), "add_note", map[string]any{"title": "t", "op_id": "op-1"}, nil)
+			codes = append(codes, codeOf(res))
+		}
+		switch {
+		case !scoped && (codes[0] != "scope_required" || codes[1] != "scope_required" || runs != 0):
+			t.Fatalf("without a scope: codes %q, %d runs; want scope_required twice, none", codes, runs)
+		case scoped && (codes[0] != "" || codes[1] != "" || runs != 2):
+			t.Fatalf("with the Guard's scope: codes %q, %d runs; want 2 runs, one per user", codes, runs)
+		}
 	}
 }

@@ -5,7 +5,7 @@
 //
 //	guard := idem.New(store, nil)
 //	srv := server.NewMCPServer("tracker", "v1",
-//		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}, nil))
+//		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}))
 //	srv.AddTool(mcp.NewTool("create_issue", ...), createIssue) // as before
 //
 // A guarded tool's effect lies outside the store (a REST API, say): its

@@ -999,4 +999,13 @@ var mutations = []mutation{
 		Pkg:    "./idem",
 		Run:    "^TestAddToolOnAGuard$",
 	},
+	{
+		Name:   "mcpgo/new-scope",
+		Guards: "an mcp-go server's scope, set once in mcpgo.New, keeps its users' operations apart on every tool of the Guard",
+		File:   "idem/mcpgo/guard.go",
+		From:   "o.CallScope = func(ctx context.Context, c *idem.Call) string {",
+		To:     "_ = func(ctx context.Context, c *idem.Call) string {",
+		Pkg:    "./idem/mcpgo",
+		Run:    "^TestAddToolOnAGuardTakesItsScope$",
+	},
 }
