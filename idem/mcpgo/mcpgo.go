@@ -1,9 +1,10 @@
 // Package mcpgo makes the tool handlers of a mark3labs/mcp-go server safe to
 // call twice. A server protects the tools it already has with one server
 // option, [Guard], which leaves their handlers and their registration as
-// they are; its settings come from an [idem.Guard], made once per process:
+// they are; its settings come from an [idem.Guard], made once per process
+// by [New]:
 //
-//	guard := idem.New(store, nil)
+//	guard := mcpgo.New(store, nil, &mcpgo.Options{Scope: userOf}) // who the callers are
 //	srv := server.NewMCPServer("tracker", "v1",
 //		mcpgo.Guard(guard, idem.Tools{"create_issue": {idem.RequireOpID()}}))
 //	srv.AddTool(mcp.NewTool("create_issue", ...), createIssue) // as before
@@ -18,16 +19,17 @@
 // get_operation) with the same wire output:
 //
 //	srv := server.NewMCPServer("notes", "v1")
-//	mcpgo.AddTool(srv, mcp.NewTool("add_note", mcp.WithDescription("Add a note.")), store,
+//	mcpgo.AddTool(srv, mcp.NewTool("add_note", mcp.WithDescription("Add a note.")), guard, // or a store
 //		func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 //			id := newID() // server-made: a second run would add a second note
 //			return nil, Added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
 //		}, idem.RequireOpID())
-//	mcpgo.RegisterStatusTool(srv, store) // get_operation, for unknown outcomes
+//	mcpgo.RegisterStatusTool(srv, guard) // get_operation, for unknown outcomes
 //
 // The options are idem's, but for the scope: mcp-go has no authenticated
 // user of its own, so a server that authenticates its callers says who
-// they are with [Options.Scope] (for Guard) or [Scope] (for AddTool).
+// they are once, in [Options.Scope] given to New (or, for AddTool on a
+// store rather than a Guard, with [Scope] on each tool).
 // Without it, a call over HTTP that carries an Authorization header is
 // taken as an authenticated caller without a user id, and is refused an op
 // id (scope_required): its operations could not be kept apart from other
