@@ -276,8 +276,20 @@ func parseTime(name, v string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, refuse("%s must be an RFC 3339 time such as 2026-03-02T14:05:00Z", name)
 	}
+	if t.Before(earliestEvent) || !t.Before(latestEvent) {
+		// 0001-01-01 would read as "not sent" (now), and 9999-12-31 be
+		// clamped to now: neither is what the caller meant.
+		return time.Time{}, &idem.Error{Code: idem.CodeInvalidArguments,
+			Message: fmt.Sprintf("%s is out of range: send a time in the years 2000 to 2099", name)}
+	}
 	return t.UTC(), nil
 }
+
+// The range of event times a call may send.
+var (
+	earliestEvent = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestEvent   = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 func checkDate(v string) error {
 	if _, err := time.Parse(time.DateOnly, v); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,5 +65,32 @@ func TestStopRepeatWithinTheWindow(t *testing.T) {
 	nowNS.Add(int64(retryWindow))
 	if res := h.call(h.connect(), "end_focus", map[string]any{"device": "phone"}); codeOf(res) != string(idem.CodeAmbiguousTarget) {
 		t.Fatalf("the repeat past the window: %s, want ambiguous_target", text(res))
+	}
+}
+
+// TestEventTimesOutOfRangeRefused: an event time far outside any real one
+// is refused with invalid_arguments, quoting no value, and writes
+// nothing, where 0001-01-01 was stored as now (the zero time read as "not
+// sent") and 9999-12-31 clamped to now, silently.
+func TestEventTimesOutOfRangeRefused(t *testing.T) {
+	h := newHarness(t, "memory")
+	cs := h.connect()
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"start_focus", map[string]any{"device": "phone", "label": "chapter", "session_id": "s-old", "started_at": "0001-01-01T00:00:00Z"}},
+		{"start_focus", map[string]any{"device": "phone", "label": "chapter", "session_id": "s-far", "started_at": "9999-12-31T00:00:00Z"}},
+		{"log_session", map[string]any{"log_id": "l-1", "label": "chapter", "started_at": "1999-12-31T23:59:59Z", "minutes": 5}},
+	} {
+		res := h.call(cs, c.tool, c.args)
+		if codeOf(res) != string(idem.CodeInvalidArguments) || strings.Contains(text(res), "0001") || strings.Contains(text(res), "9999") {
+			t.Errorf("%s %v: %q %s, want invalid_arguments quoting nothing", c.tool, c.args, codeOf(res), text(res))
+		}
+	}
+	for _, id := range []string{"s-old", "s-far"} {
+		if raw := h.doc(k(colSessions, id)); raw != "" {
+			t.Errorf("session %s was stored: %s", id, raw)
+		}
 	}
 }

@@ -1008,4 +1008,13 @@ var mutations = []mutation{
 		Pkg:    "./idem/mcpgo",
 		Run:    "^TestAddToolOnAGuardTakesItsScope$",
 	},
+	{
+		Name:   "focus/event-time-range",
+		Guards: "an event time far outside any real one (0001-01-01, 9999-12-31) is refused, not stored as now",
+		File:   "examples/focus/server.go",
+		From:   "if t.Before(earliestEvent) || !t.Before(latestEvent) {",
+		To:     "if false {",
+		Pkg:    "./examples/focus",
+		Run:    "^TestEventTimesOutOfRangeRefused$",
+	},
 }
