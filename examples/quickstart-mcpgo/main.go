@@ -183,13 +183,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cleanup, err := f.DemoStore("quickstart-mcpgo")
-	if err != nil {
-		log.Error("demo", "err", err)
-		return 1
-	}
-	defer cleanup()
-	s, closeStore, err := f.OpenStore(ctx, log)
+	s, closeStore, err := f.OpenStore(ctx, log, "quickstart-mcpgo")
 	if err != nil {
 		log.Error("opening the store", "err", err)
 		return 1

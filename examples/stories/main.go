@@ -73,13 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cleanup, err := f.DemoStore("stories")
-	if err != nil {
-		log.Error("demo", "err", err)
-		return 1
-	}
-	defer cleanup()
-	store, closeStore, err := f.OpenStore(ctx, log)
+	store, closeStore, err := f.OpenStore(ctx, log, "stories")
 	if err != nil {
 		log.Error("opening the store", "err", err)
 		return 1

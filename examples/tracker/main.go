@@ -171,13 +171,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cleanup, err := f.DemoStore("tracker")
-	if err != nil {
-		log.Error("demo", "err", err)
-		return 1
-	}
-	defer cleanup()
-	s, closeStore, err := f.OpenStore(ctx, log)
+	s, closeStore, err := f.OpenStore(ctx, log, "tracker")
 	if err != nil {
 		log.Error("opening the store", "err", err)
 		return 1

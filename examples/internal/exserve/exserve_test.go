@@ -131,7 +131,7 @@ func TestDemoStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cleanup, err := f.DemoStore("ex")
+	cleanup, err := f.demoStore("ex")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestDemoStore(t *testing.T) {
 		t.Fatalf("the demo's folder is still there: %v", err)
 	}
 	f, _, _ = parse("-demo", "-store", "memory:")
-	if _, err := f.DemoStore("ex"); err != nil || f.Store != "memory:" {
+	if _, err := f.demoStore("ex"); err != nil || f.Store != "memory:" {
 		t.Fatalf("-demo -store memory: runs on %q, %v", f.Store, err)
 	}
 }

@@ -101,10 +101,10 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	return f.Limits.check()
 }
 
-// DemoStore points f.Store at a fresh SQLite file in a temporary folder
+// demoStore points f.Store at a fresh SQLite file in a temporary folder
 // when -demo runs without -store, so that what a demo prints does not
 // depend on an earlier run. The returned func removes the folder.
-func (f *Flags) DemoStore(name string) (func(), error) {
+func (f *Flags) demoStore(name string) (func(), error) {
 	if !f.Demo || f.storeGiven {
 		return func() {}, nil
 	}
@@ -132,19 +132,28 @@ func (u Users) Set(v string) error {
 }
 
 // OpenStore opens the store of -store (without its background sweep under
-// -no-sweep) and, under -telemetry, makes the process's spans and metrics
-// print through log. The returned func releases both.
-func (f *Flags) OpenStore(ctx context.Context, log *slog.Logger) (idem.Store, func(), error) {
+// -no-sweep), or, for -demo without -store, a fresh SQLite file named after
+// the server in a temporary folder, so that what a demo prints does not
+// depend on an earlier run; and, under -telemetry, makes the process's
+// spans and metrics print through log. The returned func releases all of
+// it.
+func (f *Flags) OpenStore(ctx context.Context, log *slog.Logger, name string) (idem.Store, func(), error) {
+	removeDemo, err := f.demoStore(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the demo's store: %w", err)
+	}
 	s, closeStore, err := storeurl.OpenWith(ctx, f.Store, storeurl.Options{NoSweep: f.NoSweep})
 	if err != nil {
+		removeDemo()
 		return nil, nil, err
 	}
-	if !f.Telemetry {
-		return s, closeStore, nil
+	stop := func(context.Context) error { return nil }
+	if f.Telemetry {
+		stop = Telemetry(log, 0)
 	}
-	stop := Telemetry(log, 0)
 	return s, func() {
 		closeStore()
 		stop(context.Background())
+		removeDemo()
 	}, nil
 }
