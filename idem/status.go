@@ -186,7 +186,7 @@ func (g *Guard) lookup(ctx context.Context, ps map[string]*policy, c *Call, deco
 	opID, _ := lookupOpID(q.OpID, c.Meta)
 	scope, _ := lookupScope(ctx, g.c, c)
 	k := oprecord.Key(scope, q.Tool, opID)
-	rec, err := g.read(ctx, k)
+	rec, err := oprecord.Get(context.WithoutCancel(ctx), g.s, k)
 	var st operationStatus
 	switch {
 	case errors.Is(err, ErrNotFound):

@@ -143,9 +143,15 @@ func Owner(scope string) string {
 // backend.ErrNotFound when there is none: the operation never committed, or
 // its record expired.
 func Lookup(ctx context.Context, s backend.Store, scope, tool, opID string) (*Record, error) {
+	return Get(ctx, s, Key(scope, tool, opID))
+}
+
+// Get reads the live op record at k, in a transaction of its own, as
+// Lookup does.
+func Get(ctx context.Context, s backend.Store, k backend.Key) (*Record, error) {
 	var rec Record
 	err := s.Run(ctx, func(ctx context.Context, tx backend.Tx) error {
-		_, err := tx.Get(ctx, Key(scope, tool, opID), &rec)
+		_, err := tx.Get(ctx, k, &rec)
 		return err
 	})
 	if err != nil {
