@@ -36,10 +36,12 @@ type API struct {
 	// Delay, set before the first call, is how long each create takes.
 	Delay time.Duration
 
-	mu     sync.Mutex // guards issues, keys and fail
-	issues []Issue
-	keys   []string
-	fail   *failure
+	mu       sync.Mutex // guards issues, keys, fail, held and holdUpTo
+	issues   []Issue
+	keys     []string
+	fail     *failure
+	held     chan struct{}
+	holdUpTo int64
 
 	posts, inFlight, maxInFlight atomic.Int64
 }
@@ -65,6 +67,20 @@ func (a *API) FailNext(status int, create bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.fail = &failure{status, create}
+}
+
+// Hold holds the first n creates the API receives (counting from the
+// first it ever received), before each makes anything, until release is
+// called, or the test ends.
+func (a *API) Hold(t testing.TB, n int64) (release func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held := make(chan struct{})
+	a.held, a.holdUpTo = held, n
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return release
 }
 
 // Posts is how many creates the API received.
@@ -95,7 +111,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 		defer a.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(a.issues)
 	case http.MethodPost:
-		a.posts.Add(1)
+		if p := a.posts.Add(1); a.heldAt(p) != nil {
+			<-a.heldAt(p)
+		}
 		n := a.inFlight.Add(1)
 		for m := a.maxInFlight.Load(); n > m && !a.maxInFlight.CompareAndSwap(m, n); m = a.maxInFlight.Load() {
 		}
@@ -126,4 +144,14 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(is)
 	}
+}
+
+// heldAt is the channel the create numbered p waits on, nil for none.
+func (a *API) heldAt(p int64) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p > a.holdUpTo {
+		return nil
+	}
+	return a.held
 }

@@ -1,14 +1,12 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/trackertest"
 )
 
 // runGuard runs the cases of idem.Guard, the middleware for tools whose
@@ -29,40 +28,11 @@ func runGuard(t *testing.T, h Harness) {
 	t.Run("AnswerExpires", func(t *testing.T) { t.Parallel(); guardAnswerExpires(t, h) })
 }
 
-// outsideAPI is an API on loopback that counts the creates it gets; fail,
-// when set, makes the next create fail after it counted.
-type outsideAPI struct {
-	url   string
-	posts atomic.Int64
-	fail  atomic.Bool
-	// held, when not nil, holds the creates numbered up to holdUpTo until
-	// it is closed. Both are set before the first create.
-	held     chan struct{}
-	holdUpTo int64
-}
+// outsideAPI is a tracker API on loopback that counts the creates it gets
+// (trackertest).
+type outsideAPI struct{ *trackertest.API }
 
-func newOutsideAPI(t *testing.T) *outsideAPI {
-	a := &outsideAPI{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		n := a.posts.Add(1)
-		if a.held != nil && n <= a.holdUpTo {
-			<-a.held
-		}
-		if a.fail.Swap(false) {
-			http.Error(w, "upstream failed", http.StatusBadGateway)
-			return
-		}
-		fmt.Fprintf(w, `{"number":%d}`, n)
-	}))
-	t.Cleanup(srv.Close)
-	a.url = srv.URL
-	return a
-}
-
-type created struct {
-	Number int `json:"number"`
-}
+func newOutsideAPI(t *testing.T) *outsideAPI { return &outsideAPI{trackertest.New(t)} }
 
 type createIn struct {
 	Title string `json:"title"`
@@ -72,18 +42,19 @@ type createIn struct {
 // guarded by g with opts.
 func (a *outsideAPI) server(g *idem.Guard, opts ...idem.Option) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "outside", Version: "v1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "create"}, func(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, created, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "create"}, func(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, trackertest.Issue, error) {
+		body, _ := json.Marshal(trackertest.NewIssue{Title: in.Title})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/issues", bytes.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return nil, created{}, err
+			return nil, trackertest.Issue{}, err
 		}
 		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, created{}, fmt.Errorf("upstream %d", resp.StatusCode)
+		if resp.StatusCode != http.StatusCreated {
+			return nil, trackertest.Issue{}, fmt.Errorf("upstream %d", resp.StatusCode)
 		}
-		var c created
-		return nil, c, json.NewDecoder(resp.Body).Decode(&c)
+		var is trackertest.Issue
+		return nil, is, json.NewDecoder(resp.Body).Decode(&is)
 	})
 	srv.AddReceivingMiddleware(g.Middleware(idem.Tools{"create": append([]idem.Option{idem.RecordKeys("title")}, opts...)}))
 	return srv
@@ -95,11 +66,11 @@ func numberOf(t *testing.T, res *mcp.CallToolResult) int {
 		t.Fatalf("error result: %v", res.Content)
 	}
 	b, _ := json.Marshal(res.StructuredContent)
-	var c created
-	if err := json.Unmarshal(b, &c); err != nil {
+	var is trackertest.Issue
+	if err := json.Unmarshal(b, &is); err != nil {
 		t.Fatal(err)
 	}
-	return c.Number
+	return is.Number
 }
 
 // guardLostAnswerReplayed: a create whose answer is lost, sent again on a
@@ -111,8 +82,8 @@ func guardLostAnswerReplayed(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := numberOf(t, res); n != 1 || a.posts.Load() != 1 || res.Meta[idem.MetaReplayed] != true {
-		t.Fatalf("retry answered %d (replayed %v) after %d posts; want the first create, replayed, 1 post", n, res.Meta[idem.MetaReplayed], a.posts.Load())
+	if n := numberOf(t, res); n != 1 || a.Posts() != 1 || res.Meta[idem.MetaReplayed] != true {
+		t.Fatalf("retry answered %d (replayed %v) after %d posts; want the first create, replayed, 1 post", n, res.Meta[idem.MetaReplayed], a.Posts())
 	}
 }
 
@@ -120,7 +91,7 @@ func guardLostAnswerReplayed(t *testing.T, h Harness) {
 // store (two processes), post once, and every call gets that answer.
 func guardIdenticalAtOnce(t *testing.T, h Harness) {
 	a := newOutsideAPI(t)
-	a.held, a.holdUpTo = make(chan struct{}), 1<<62
+	release := a.Hold(t, 1<<62)
 	s := h.New(t, time.Now)
 	var sessions []*mcp.ClientSession
 	for range 2 {
@@ -131,15 +102,15 @@ func guardIdenticalAtOnce(t *testing.T, h Harness) {
 		t.Cleanup(func() { cs.Close() })
 		sessions = append(sessions, cs)
 	}
-	time.AfterFunc(200*time.Millisecond, func() { close(a.held) })
+	time.AfterFunc(200*time.Millisecond, release)
 	results := callAll(t, sessions, h.goroutines(8), "create", map[string]any{"title": "t"})
 	for i, res := range results {
 		if res != nil && numberOf(t, res) != 1 {
 			t.Errorf("call %d answered %d, want the one create", i, numberOf(t, res))
 		}
 	}
-	if a.posts.Load() != 1 {
-		t.Fatalf("%d posts for identical calls at once, want 1", a.posts.Load())
+	if a.Posts() != 1 {
+		t.Fatalf("%d posts for identical calls at once, want 1", a.Posts())
 	}
 }
 
@@ -148,7 +119,7 @@ func guardIdenticalAtOnce(t *testing.T, h Harness) {
 // unknown_outcome, as is get_operation's caller.
 func guardUnknownOutcome(t *testing.T, h Harness) {
 	a := newOutsideAPI(t)
-	a.fail.Store(true)
+	a.FailNext(http.StatusBadGateway, true) // it landed, and its answer says it failed
 	cs, err := idemtest.Connect(context.Background(), a.server(idem.New(h.New(t, time.Now), nil), idem.OpID()), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +136,8 @@ func guardUnknownOutcome(t *testing.T, h Harness) {
 	if b, _ := json.Marshal(st.StructuredContent); string(b) != `{"status":"unknown"}` {
 		t.Fatalf("get_operation: %s, want unknown", b)
 	}
-	if a.posts.Load() != 1 {
-		t.Fatalf("%d posts, want 1: an unknown outcome is not posted again", a.posts.Load())
+	if a.Posts() != 1 {
+		t.Fatalf("%d posts, want 1: an unknown outcome is not posted again", a.Posts())
 	}
 }
 
@@ -177,7 +148,7 @@ func guardUnknownOutcome(t *testing.T, h Harness) {
 // answer.
 func guardAbandonedClaimSettled(t *testing.T, h Harness) {
 	a := newOutsideAPI(t)
-	a.held, a.holdUpTo = make(chan struct{}), 1 // the first create only
+	release := a.Hold(t, 1) // the first create only
 	clock := NewClock(time.Now())
 	s := h.New(t, clock.Now)
 	opts := &idem.Options{Lease: time.Minute, Now: clock.Now}
@@ -195,7 +166,7 @@ func guardAbandonedClaimSettled(t *testing.T, h Harness) {
 		res, _ := slow.CallTool(context.Background(), args)
 		first <- res
 	}()
-	for deadline := time.Now().Add(10 * time.Second); a.posts.Load() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); a.Posts() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first create never reached the API")
 		}
@@ -206,18 +177,19 @@ func guardAbandonedClaimSettled(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if n := numberOf(t, callTool(t, other, "create", args.Arguments.(map[string]any), nil)); n != 2 {
-		t.Fatalf("the repeat after reconcile answered %d, want the second create", n)
+	second := numberOf(t, callTool(t, other, "create", args.Arguments.(map[string]any), nil))
+	if a.Posts() != 2 {
+		t.Fatalf("%d creates after the repeat, want 2: reconcile said the first was not made", a.Posts())
 	}
-	close(a.held)
+	release()
 	select {
 	case <-first:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the first call never answered")
 	}
 	again := callTool(t, other, "create", args.Arguments.(map[string]any), nil)
-	if n := numberOf(t, again); n != 2 || again.Meta[idem.MetaReplayed] != true {
-		t.Fatalf("a repeat answered %d (replayed %v), want the second create replayed", n, again.Meta[idem.MetaReplayed])
+	if n := numberOf(t, again); n != second || again.Meta[idem.MetaReplayed] != true {
+		t.Fatalf("a repeat answered issue %d (replayed %v), want the second run's issue %d replayed", n, again.Meta[idem.MetaReplayed], second)
 	}
 }
 
