@@ -327,16 +327,20 @@ func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Reco
 	// its outcome is known; the lease bounds it.
 	hctx := context.WithValue(context.WithoutCancel(ctx), idempotencyKeyKey{}, o.upstream)
 	hctx, cancel := context.WithTimeout(hctx, g.lease-g.lease/10) // ends before the lease does
-	hctx, trace := withEffectTrace(hctx)
+	var trace *effectTrace
+	if g.httpEffects {
+		hctx, trace = withEffectTrace(hctx)
+	}
 	r := o.run(hctx, g)
 	cancel()
-	if g.httpEffects && r.effect() == effectUnknown && !trace.mayHaveActed() {
+	if trace != nil && r.effect() == effectUnknown && !trace.mayHaveActed() {
 		r.NotDone = true // no request of it can have acted (Options.HTTPEffects)
 	}
 	sctx := context.WithoutCancel(ctx)
 	switch r.effect() {
 	case effectDone:
-		done, err := o.doneRecord(r.Result, g.c.now(), g.c.ttl)
+		now := g.c.now()
+		done, err := answerRecord(claim, r.Result, now, now.Add(g.c.ttl))
 		if err == nil {
 			err = g.settle(sctx, o.key, claim.Token, done)
 		}
@@ -388,15 +392,16 @@ func (o *outcall) run(ctx context.Context, g *Guard) (r handlerReply) {
 	return r
 }
 
-// doneRecord is the record of the operation's answer, result.
-func (o *outcall) doneRecord(result any, now time.Time, ttl time.Duration) (*oprecord.Record, error) {
+// answerRecord is the record of an operation's answer, result, in place
+// of its claim: the claim's identity and fingerprint, committed at now.
+func answerRecord(claim *oprecord.Record, result any, now, expires time.Time) (*oprecord.Record, error) {
 	b, err := json.Marshal(result)
 	if err != nil {
 		return nil, fmt.Errorf("idem: encoding result: %w", err)
 	}
 	return &oprecord.Record{
-		Scope: o.scope, Tool: o.c.Tool, OpID: o.ident, Fingerprint: o.fp, Result: b,
-		CommittedAt: now.UTC(), ExpiresAt: now.Add(ttl).UTC(),
+		Scope: claim.Scope, Tool: claim.Tool, OpID: claim.OpID, Fingerprint: claim.Fingerprint, Result: b,
+		CommittedAt: now.UTC(), ExpiresAt: expires.UTC(),
 	}, nil
 }
 
@@ -461,13 +466,10 @@ func (g *Guard) reconcile(ctx context.Context, decode func(json.RawMessage) (any
 	case err != nil || res == nil:
 		return nil, nil, false
 	}
-	b, err := json.Marshal(res)
+	done, err = answerRecord(rec, res, g.c.now(), rec.ExpiresAt)
 	if err != nil {
 		return nil, nil, false
 	}
-	now := g.c.now()
-	done = &oprecord.Record{Scope: rec.Scope, Tool: rec.Tool, OpID: rec.OpID, Fingerprint: rec.Fingerprint, Result: b,
-		CommittedAt: now.UTC(), ExpiresAt: rec.ExpiresAt}
 	if err := g.settle(sctx, k, rec.Token, done); err != nil {
 		// Settled by another call meanwhile: its record is the answer.
 		got, rerr := oprecord.Get(context.WithoutCancel(ctx), g.s, k)

@@ -162,7 +162,6 @@ func New(s Store, opts *Options) *Guard {
 // the tool's own options applied.
 type policy struct {
 	name string
-	opts []Option
 	c    *config
 }
 
@@ -174,7 +173,7 @@ func (g *Guard) policies(tools Tools) map[string]*policy {
 		if name == "" || name == statusToolName {
 			panic(fmt.Sprintf("idem: Middleware: %q cannot be guarded", name))
 		}
-		p := &policy{name: name, opts: opts, c: g.toolConfig(opts, true)}
+		p := &policy{name: name, c: g.toolConfig(opts, true)}
 		if p.c.err != nil {
 			panic(fmt.Sprintf("idem: Middleware: tool %q: %v", name, p.c.err))
 		}
