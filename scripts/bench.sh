@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark),
+# bench.sh: runs every store's BenchmarkSuite (internal/storebench.Benchmark;
+# PostgreSQL's with the same work written by hand beside it, BenchmarkByHand),
 # the guard's BenchmarkGuard on memory, SQLite and PostgreSQL,
 # DynamoDB's BenchmarkFirstCall and idem/mcpgo's BenchmarkCompare against the
 # services the test scripts start, then rewrites docs/benchmarks.md and
@@ -17,7 +18,7 @@ bench() { go test -run '^$' -count 1 "$@" | tee -a "$out"; }
 bench -bench 'Suite|Guard' -benchtime 2s ./store/memory ./store/sqlite ./store/postgres
 bench -bench 'Suite|FirstCall' -benchtime 300x ./store/dynamo
 bench -bench Suite -benchtime 20x ./store/firestore
-# The go-sdk and mcp-go adapters side by side, three rounds (docs/mcp-go.md).
+# The go-sdk and mcp-go adapters side by side, three rounds (docs/benchmarks.md, "mcp-go").
 bench -bench Compare -benchtime 3s -count 3 ./idem/mcpgo
 mkdir -p docs/benchmarks
 cp "$out" docs/benchmarks/raw.txt

@@ -154,7 +154,7 @@ func write(dir string, r *results, machine string) error {
 	p("The bare write is one document; a first call writes two (the note and its op record) in the same\n")
 	p("transaction, so first/bare also counts the second document's write. A handler that writes its own\n")
 	p("table through the transaction (PostgreSQL's `As`, `BenchmarkOpRecord` in store/postgres) pays only\n")
-	p("the op record's row on top of its own statement: see docs/postgres.md for that figure.\n\n")
+	p("the op record's row on top of its own statement.\n\n")
 	p("| store | bare | first call | replay | elsewhere | first/bare | replay/first | elsewhere/first |\n|---|---|---|---|---|---|---|---|\n")
 	for _, s := range stores {
 		c := "BenchmarkSuite/calls"
@@ -170,6 +170,7 @@ func write(dir string, r *results, machine string) error {
 			ratio("first/bare"), ratio("replay/first"), ratio("elsewhere/first"))
 	}
 	p("\n![ratios per store](benchmarks/ratios.svg)\n\n")
+	writeByHand(p, r)
 
 	p("## 64 duplicates at once\n\n")
 	p("Per iteration, one op id sent 64 times at once through four wrapped handlers (four processes) on one\n")
@@ -188,7 +189,7 @@ func write(dir string, r *results, machine string) error {
 	p("Distinct op ids sent by 1, 8 and 32 goroutines at once through one wrapped handler, after as many\n")
 	p("goroutines have warmed the store up at once. PostgreSQL runs on pgxpool's default pool, max(4, NumCPU)\n")
 	p("connections: on a pool of 32, 32 clients ran at half the rate of 8, each call costing the 2-core\n")
-	p("server about twice the CPU it costs on a pool of 4 (docs/postgres.md, \"Many clients and the pool\").\n\n")
+	p("server about twice the CPU it costs on a pool of 4 (docs/stores.md, \"PostgreSQL\").\n\n")
 	p("| store | 1 client | 8 clients | 32 clients |\n|---|---|---|---|\n")
 	for _, s := range stores {
 		var cells []string
@@ -223,6 +224,43 @@ func write(dir string, r *results, machine string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "benchmarks", "throughput.svg"), []byte(throughputSVG(r, stores)), 0o644)
+}
+
+// writeByHand writes the section of the protocols written by hand that
+// BenchmarkSuite times beside the middleware's calls on some stores
+// (storebench.BenchmarkByHand), if the run has them.
+func writeByHand(p func(string, ...any), r *results) {
+	var stores []string
+	for _, s := range r.stores() {
+		if _, ok := r.get(s, "BenchmarkSuite/calls", "first/optimistic"); ok {
+			stores = append(stores, s)
+		}
+	}
+	if len(stores) == 0 {
+		return
+	}
+	p("## Beside the same work written by hand\n\n")
+	p("The same calls, in the same iterations, set beside what a server would write by hand in place of the\n")
+	p("middleware, with plain SQL on the store's pool, in tables of its own (a primary key and a jsonb column:\n")
+	p("the note, and the op record with its result and an indexed expiry), at the server's default isolation\n")
+	p("(READ COMMITTED; the store's transactions are SERIALIZABLE). *optimistic*: the op id claimed with\n")
+	p("`INSERT ... ON CONFLICT DO NOTHING`, then the note and the result, in one transaction: five round trips\n")
+	p("with the begin and the commit (a conflict reads the stored result instead). *pipelined*: the note's and\n")
+	p("the op record's inserts, with the begin and the commit, sent as one batch: one round trip (a unique\n")
+	p("violation on the op record is a repeat). *raw SELECT*: one `SELECT` of a stored result by its op id and\n")
+	p("its decode, the floor of a replay. Each protocol's repeat is checked every iteration: the benchmark\n")
+	p("fails if it is not answered with the first call's result or writes a second note. Ratios above 1: the\n")
+	p("middleware takes longer.\n\n")
+	p("| store | first call | optimistic | pipelined | replay | raw SELECT | first/optimistic | first/pipelined | replay/select |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range stores {
+		c := "BenchmarkSuite/calls"
+		us := func(unit string) string { v, ok := r.get(s, c, unit); return cell(v/1e3, ok, "%.0f µs") }
+		x := func(unit string) string { v, ok := r.get(s, c, unit); return cell(v, ok, "%.2f") }
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", storeTitle[s], us("first-ns"), us("optimistic-ns"), us("pipelined-ns"),
+			us("replay-ns"), us("select-ns"), x("first/optimistic"), x("first/pipelined"), x("replay/select"))
+	}
+	p("\n")
 }
 
 // writeCompare writes the section of idem/mcpgo's BenchmarkCompare, if the

@@ -15,6 +15,8 @@ BenchmarkSuite/calls-2   100  5000 ns/op  1000 bare-ns  3000 elsewhere-ns  1.5 e
 BenchmarkSuite/storm64-2  10  9 ns/op  1.000 executions/op  0.5 p50-ms  2.5 p99-ms
 BenchmarkSuite/clients=1-2  10  9 ns/op  1000 ops/s
 BenchmarkSuite/clients=8-2  10  9 ns/op  4000 ops/s
+pkg: github.com/idemkit/sdk/store/postgres
+BenchmarkSuite/calls-2   100  5000 ns/op  90000 bare-ns  220000 elsewhere-ns  1.6 elsewhere/first  140000 first-ns  1.55 first/bare  1.01 first/optimistic  3.05 first/pipelined  139000 optimistic-ns  46000 pipelined-ns  48000 replay-ns  0.34 replay/first  1.65 replay/select  29000 select-ns
 pkg: github.com/idemkit/sdk/store/dynamo
 BenchmarkFirstCall-2  10  9 ns/op  1 first-calls/op  2000000 first-ns/op  0.6 first/three-call  3 three-calls/op  3300000 three-call-ns/op  1 replay-calls/op  900000 replay-ns/op  0.45 replay/first  1.05 replay/get
 pkg: github.com/idemkit/sdk/idem/mcpgo
@@ -41,6 +43,7 @@ func TestReport(t *testing.T) {
 	page := string(b)
 	for _, want := range []string{
 		"| memory | 1.0 µs | 2.0 µs | 0.5 µs | 3.0 µs | 2.00 | 0.25 | 1.50 |",
+		"| PostgreSQL | 140 µs | 139 µs | 46 µs | 48 µs | 29 µs | 1.01 | 3.05 | 1.65 |",
 		"| memory | 1 | 0.50 ms | 2.50 ms |",
 		"| memory | 1000 ops/s | 4000 ops/s | - |",
 		"| first call | 1 | 2.00 ms | 0.60 of the three-call protocol |",
@@ -51,6 +54,13 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
+	}
+	// Only the stores that ran the protocols written by hand have a row
+	// beside them.
+	_, section, _ := strings.Cut(page, "## Beside the same work written by hand")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if rows := strings.Count(section, "\n| "); rows != 2 {
+		t.Errorf("the section beside the protocols written by hand has %d rows, want the header and PostgreSQL's:\n%s", rows, section)
 	}
 	for _, f := range []string{"ratios.svg", "throughput.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, "benchmarks", f))

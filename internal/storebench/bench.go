@@ -1,7 +1,7 @@
 // Package storebench measures stores, apart from the conformance suite
 // (store/storetest) that checks them: Benchmark, every store's
 // BenchmarkSuite and the source of docs/benchmarks.md, and Scale, the
-// on-demand scale benchmark of docs/sweep.md, with the helpers the stores'
+// on-demand scale benchmark, with the helpers the stores'
 // scale tests load their tables with (ScaleRecord, LoadInBatches,
 // CheckScaleLoad).
 package storebench
@@ -54,7 +54,8 @@ import (
 //
 // Benchmark wraps the handler with idem.Tool, the go-sdk's adapter
 // ([GoSDK]); [BenchmarkWith] runs the same benchmark through another
-// library's adapter.
+// library's adapter, and [BenchmarkByHand] times in calls, beside the
+// middleware's, the protocols a server would otherwise write by hand.
 func Benchmark(b *testing.B, newStore func(b *testing.B) idem.Store) {
 	BenchmarkWith(b, newStore, GoSDK)
 }
@@ -64,10 +65,17 @@ func Benchmark(b *testing.B, newStore func(b *testing.B) idem.Store) {
 // another (idem/mcpgo's benchmark). The bare write is the same on every
 // library: a Store.Run, no library's code.
 func BenchmarkWith(b *testing.B, newStore func(b *testing.B) idem.Store, adapt Adapter) {
-	b.Run("calls", func(b *testing.B) { benchCalls(b, newStore(b), adapt) })
-	b.Run("storm64", func(b *testing.B) { benchStorm(b, newStore(b), adapt) })
+	benchmark(b, func(b *testing.B) (idem.Store, ByHand) { return newStore(b), nil }, adapt)
+}
+
+// benchmark runs the sub-benchmarks of [BenchmarkWith], with the protocols
+// of the ByHand that newStore returns, if not nil, in calls.
+func benchmark(b *testing.B, newStore func(b *testing.B) (idem.Store, ByHand), adapt Adapter) {
+	store := func(b *testing.B) idem.Store { s, _ := newStore(b); return s }
+	b.Run("calls", func(b *testing.B) { s, h := newStore(b); benchCalls(b, s, adapt, h) })
+	b.Run("storm64", func(b *testing.B) { benchStorm(b, store(b), adapt) })
 	for _, n := range []int{1, 8, 32} {
-		b.Run("clients="+strconv.Itoa(n), func(b *testing.B) { benchClients(b, newStore(b), adapt, n) })
+		b.Run("clients="+strconv.Itoa(n), func(b *testing.B) { benchClients(b, store(b), adapt, n) })
 	}
 }
 
@@ -171,21 +179,36 @@ func (bt benchTool) call(tb testing.TB, opID string) bool {
 	return replayed
 }
 
-func benchCalls(b *testing.B, s idem.Store, adapt Adapter) {
+// benchCalls is the calls sub-benchmark; h, if not nil, adds its
+// protocols to each iteration (runByHand).
+func benchCalls(b *testing.B, s idem.Store, adapt Adapter, h ByHand) {
 	var runs atomic.Int64
 	here, elsewhere := newBenchTool(s, adapt, &runs, nil), newBenchTool(s, adapt, &runs, nil)
 	var tBare, tFirst, tReplay, tElse time.Duration
-	n := 0
+	var hand handTimes
+	round := func() {
+		r := timeCalls(b, s, here, elsewhere, &runs)
+		tBare, tFirst, tReplay, tElse = tBare+r.bare, tFirst+r.first, tReplay+r.replay, tElse+r.elsewhere
+		if h == nil {
+			return
+		}
+		t, err := runByHand(context.Background(), h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hand.optimistic, hand.pipelined, hand.selected = hand.optimistic+t.optimistic, hand.pipelined+t.pipelined, hand.selected+t.selected
+	}
 	// Warm the store (connections, statement caches, an emulator's JIT)
 	// before anything is timed: with few iterations a cold first one
 	// would weigh on whichever variant it falls to.
 	for range benchWarmups {
-		timeCalls(b, s, here, elsewhere, &runs)
+		round()
 	}
+	tBare, tFirst, tReplay, tElse, hand = 0, 0, 0, 0, handTimes{}
+	n := 0
 	for b.Loop() {
 		n++
-		r := timeCalls(b, s, here, elsewhere, &runs)
-		tBare, tFirst, tReplay, tElse = tBare+r.bare, tFirst+r.first, tReplay+r.replay, tElse+r.elsewhere
+		round()
 	}
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
 	b.ReportMetric(per(tBare), "bare-ns")
@@ -195,6 +218,15 @@ func benchCalls(b *testing.B, s idem.Store, adapt Adapter) {
 	b.ReportMetric(float64(tFirst)/float64(tBare), "first/bare")
 	b.ReportMetric(float64(tReplay)/float64(tFirst), "replay/first")
 	b.ReportMetric(float64(tElse)/float64(tFirst), "elsewhere/first")
+	if h == nil {
+		return
+	}
+	b.ReportMetric(per(hand.optimistic), "optimistic-ns")
+	b.ReportMetric(per(hand.pipelined), "pipelined-ns")
+	b.ReportMetric(per(hand.selected), "select-ns")
+	b.ReportMetric(float64(tFirst)/float64(hand.optimistic), "first/optimistic")
+	b.ReportMetric(float64(tFirst)/float64(hand.pipelined), "first/pipelined")
+	b.ReportMetric(float64(tReplay)/float64(hand.selected), "replay/select")
 }
 
 // A Library is one MCP library's adapter, by the name its metrics carry,
@@ -406,4 +438,44 @@ func benchClients(b *testing.B, s idem.Store, adapt Adapter, clients int) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(total)/time.Since(t0).Seconds(), "ops/s")
+}
+
+// CallsAlone measures a first call and a replay each alone, for profiles
+// (go test -cpuprofile, -memprofile), which cannot tell apart the calls
+// that Benchmark's calls interleave. Sub-benchmarks: first, every
+// iteration a first call with an op id of its own; replay, every iteration
+// a replay by the process that answered it (of 256 op ids answered before
+// the loop, in turn). Both report allocations. CallsAlone fails if a first
+// call is replayed or a replay is not.
+func CallsAlone(b *testing.B, newStore func(b *testing.B) idem.Store) {
+	b.Run("first", func(b *testing.B) {
+		var runs atomic.Int64
+		bt := newBenchTool(newStore(b), GoSDK, &runs, nil)
+		for range benchWarmups {
+			bt.call(b, "warm"+strconv.FormatInt(benchSeq.Add(1), 10))
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if bt.call(b, "op"+strconv.FormatInt(benchSeq.Add(1), 10)) {
+				b.Fatal("a first call was replayed")
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		var runs atomic.Int64
+		bt := newBenchTool(newStore(b), GoSDK, &runs, nil)
+		ids := make([]string, 256)
+		for i := range ids {
+			ids[i] = "op" + strconv.FormatInt(benchSeq.Add(1), 10)
+			bt.call(b, ids[i])
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if !bt.call(b, ids[i%len(ids)]) {
+				b.Fatal("a repeat was not replayed")
+			}
+			i++
+		}
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
+	"os"
 	"strings"
 	"testing"
 
@@ -20,23 +22,84 @@ import (
 
 // A server with an existing schema adopts idemkit: its deposit handler keeps
 // writing its own tables with plain SQL, through the pgx.Tx that As hands
-// out, and the op record commits in the same transaction.
+// out, and the op record commits in the same transaction. A client that
+// sends a deposit again, not having seen the answer, gets the first answer
+// back, and the balance moves once.
+//
+// The example runs against the server of IDEMKIT_POSTGRES_URL, as the
+// tests do (scripts/with-postgres.sh); without one it is skipped.
 func Example_adoptExistingSchema() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1/app")
+	pool, err := pgxpool.New(ctx, os.Getenv("IDEMKIT_POSTGRES_URL"))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	store, err := postgres.New(pool, nil)
+	defer pool.Close()
+	// The server's own tables, example_accounts (alice at 0) and
+	// example_transfers; a real server has them already.
+	dropTables, err := exampleTables(ctx, pool)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
+	defer dropTables()
+
+	// idemkit's table goes beside them.
+	store, err := postgres.New(pool, &postgres.Options{TablePrefix: "example_"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
 	if err := store.Migrate(ctx); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bank", Version: "v1"}, nil)
 	idem.AddTool(srv, &mcp.Tool{Name: "deposit", Description: "Add an amount to an account."}, store,
-		depositHandler("accounts", "transfers", nil), idem.OpID())
+		depositHandler("example_accounts", "example_transfers", nil), idem.OpID())
+
+	// A client deposits 10 and sends the same call again.
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cs.Close()
+	first, again, err := idemtest.SendTwice(ctx, cs, &mcp.CallToolParams{Name: "deposit",
+		Arguments: map[string]any{"account": "alice", "amount": 10, "op_id": "deposit-1"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("first call: %s (replayed: %v)\n", text(first), replayed(first))
+	fmt.Printf("repeat: %s (replayed: %v)\n", text(again), replayed(again))
+
+	var balance, transfers int64
+	if err := pool.QueryRow(ctx, "SELECT balance FROM example_accounts WHERE id = 'alice'").Scan(&balance); err != nil {
+		log.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM example_transfers").Scan(&transfers); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("alice's balance: %d, transfers: %d\n", balance, transfers)
+	// Output:
+	// first call: balance 10 (replayed: false)
+	// repeat: balance 10 (replayed: true)
+	// alice's balance: 10, transfers: 1
+}
+
+// exampleTables makes the example's tables afresh (whatever a run that did
+// not finish left): the bank's, with alice at 0, and no idemkit table yet.
+// drop removes them, idemkit's too.
+func exampleTables(ctx context.Context, pool *pgxpool.Pool) (drop func(), err error) {
+	drop = func() {
+		if _, err := pool.Exec(ctx, "DROP TABLE IF EXISTS example_transfers, example_accounts, example_idem_docs; DROP SEQUENCE IF EXISTS example_idem_docs_version_seq"); err != nil {
+			log.Print(err)
+		}
+	}
+	drop()
+	for _, stmt := range bankSchema("example_accounts", "example_transfers") {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			return nil, err
+		}
+	}
+	return drop, nil
 }
 
 type depositIn struct {
@@ -113,19 +176,25 @@ type bank struct {
 	accounts, transfers string
 }
 
+// bankSchema is the statements that make the bank's tables accounts and
+// transfers under the names given, with alice's account at 0.
+func bankSchema(accounts, transfers string) []string {
+	return []string{
+		fmt.Sprintf(`CREATE TABLE %s (id text PRIMARY KEY, balance bigint NOT NULL, version bigint NOT NULL DEFAULT 1)`, accounts),
+		// A deferred foreign key is checked at COMMIT, so a deposit to a
+		// missing account fails in the commit itself.
+		fmt.Sprintf(`CREATE TABLE %s (id text PRIMARY KEY, account text NOT NULL REFERENCES %s (id) DEFERRABLE INITIALLY DEFERRED, amount bigint NOT NULL)`, transfers, accounts),
+		fmt.Sprintf(`INSERT INTO %s (id, balance) VALUES ('alice', 0)`, accounts),
+	}
+}
+
 func newBank(t testing.TB, pool *pgxpool.Pool, opts *postgres.Options) *bank {
 	t.Helper()
 	b := &bank{pool: pool, store: newStore(t, pool, opts)}
 	prefix := strings.TrimSuffix(strings.Trim(b.store.Table(), `"`), "idem_docs")
 	b.accounts, b.transfers = prefix+"accounts", prefix+"transfers"
 	ctx := context.Background()
-	for _, stmt := range []string{
-		fmt.Sprintf(`CREATE TABLE %s (id text PRIMARY KEY, balance bigint NOT NULL, version bigint NOT NULL DEFAULT 1)`, b.accounts),
-		// A deferred foreign key is checked at COMMIT, so a deposit to a
-		// missing account fails in the commit itself.
-		fmt.Sprintf(`CREATE TABLE %s (id text PRIMARY KEY, account text NOT NULL REFERENCES %s (id) DEFERRABLE INITIALLY DEFERRED, amount bigint NOT NULL)`, b.transfers, b.accounts),
-		fmt.Sprintf(`INSERT INTO %s (id, balance) VALUES ('alice', 0)`, b.accounts),
-	} {
+	for _, stmt := range bankSchema(b.accounts, b.transfers) {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("creating the bank schema: %v", err)
 		}
