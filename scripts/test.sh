@@ -2,8 +2,9 @@
 # test.sh: the whole test suite, against real services started here.
 #
 # Checks formatting, that every module's go.mod and go.sum are tidy, and go
-# vet, then runs go test -race over the packages of every module of the
-# workspace (go.work; docs/modules.md) with a throw-away PostgreSQL on
+# vet (the example servers under each store's build tag too), then runs go
+# test -race over the packages of every module of the
+# workspace (go.work; docs/backend.md) with a throw-away PostgreSQL on
 # loopback and a PgBouncer in transaction pooling in front of it
 # (scripts/with-postgres.sh and scripts/with-pgbouncer.sh install them with
 # apt-get if the machine lacks them), a DynamoDB Local in memory
@@ -45,6 +46,11 @@ go list -m -f '{{.Dir}}' | while IFS= read -r dir; do
   }
 done
 go vet github.com/idemkit/sdk/...
+# The example servers link PostgreSQL, DynamoDB and Firestore only under a
+# build tag (examples/internal/exserve/store.go): vet each tag's build too.
+for tags in postgres dynamodb firestore allstores; do
+  go vet -tags "$tags" github.com/idemkit/sdk/examples/internal/exserve
+done
 
 node_dir=interop/node
 if ! command -v node >/dev/null 2>&1 && [ -n "${CI:-}" ] && [ "$(id -u)" -eq 0 ]; then

@@ -2,11 +2,13 @@ package storeurl_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/internal/storeurl"
+	"github.com/idemkit/sdk/internal/storeurl/storekind"
 	"github.com/idemkit/sdk/internal/storeurl/storeurltest"
 )
 
@@ -48,6 +50,22 @@ func TestOpenRefusesBadValues(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "secret") {
 			t.Errorf("%q: error quotes the password: %v", spec, err)
+		}
+	}
+}
+
+// Usage names every kind the package opens, as the kinds registered say.
+func TestUsageListsEveryKind(t *testing.T) {
+	want := strings.Split(storekind.Usage(), " | ")
+	got := strings.Split(storeurl.Usage, " | ")
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Usage lists %q, the linked kinds are %q", got, want)
+	}
+	for _, name := range storeurltest.Names {
+		if !storekind.Linked(name) {
+			t.Errorf("%s is not linked", name)
 		}
 	}
 }

@@ -117,7 +117,7 @@ func TestFlagsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"Usage: ex [flags]", "Examples:\n  ex -http 127.0.0.1:8080 -user TOKEN=alice\n", "-store", "-http", "-stdio", "-user", "-demo", "-max-body", "-max-batch", "-max-calls", "-read-timeout", "-write-timeout", "-idle-timeout", "docs/serving.md"} {
+	for _, want := range []string{"Usage: ex [flags]", "Examples:\n  ex -http 127.0.0.1:8080 -user TOKEN=alice\n", "-store", "-http", "-stdio", "-user", "-demo", "-max-body", "-max-batch", "-max-calls", "-read-timeout", "-write-timeout", "-idle-timeout", "docs/production.md"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-h lacks %q:\n%s", want, out)
 		}

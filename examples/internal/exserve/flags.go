@@ -12,14 +12,14 @@ import (
 	"strings"
 
 	"github.com/idemkit/sdk/idem"
-	"github.com/idemkit/sdk/internal/storeurl"
+	"github.com/idemkit/sdk/internal/storeurl/storekind"
 )
 
 // Flags are the command-line flags every example server shares. An
 // example adds its own to the flag set [Flags.FlagSet] returns, before
 // [Flags.Parse].
 type Flags struct {
-	Store  string // a storeurl value
+	Store  string // a store value (internal/storeurl's grammar) of a kind this build links
 	HTTP   string // serve streamable HTTP on this address; "" serves stdio
 	Stdio  bool   // serve stdio (the default without -http)
 	Demo   bool   // run the example's scripted client instead of serving
@@ -47,12 +47,12 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 		}
 		fmt.Fprintf(w, "\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(w, "\nHow clients pass the bearer token, and what each limit guards: docs/serving.md\n")
+		fmt.Fprintf(w, "\nHow clients pass the bearer token, and what each limit guards: docs/production.md\n")
 	}
 	f.defaultStore = defaultStore
 	f.Users = Users{}
 	f.Limits = DefaultLimits()
-	fs.StringVar(&f.Store, "store", defaultStore, "the store: "+storeurl.Usage)
+	fs.StringVar(&f.Store, "store", defaultStore, storeUsage())
 	fs.StringVar(&f.HTTP, "http", "", "serve streamable HTTP on this address at "+Path+" (127.0.0.1:0 picks a free port); default stdio")
 	fs.BoolVar(&f.Stdio, "stdio", false, "serve on stdin/stdout (the default without -http)")
 	fs.BoolVar(&f.Demo, "demo", false, "run a scripted client against the server in this process and print what each call did (on a fresh temporary store unless -store is given)")
@@ -65,7 +65,7 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 		return nil
 	})
 	fs.BoolVar(&f.NoSweep, "no-sweep", false, "do not sweep expired op records in the background (memory, SQLite, PostgreSQL), for a deployment where one separate process sweeps")
-	fs.BoolVar(&f.Telemetry, "telemetry", false, "print every span and, each minute and at exit, the metrics idemkit records to the log (docs/observability.md)")
+	fs.BoolVar(&f.Telemetry, "telemetry", false, "print every span and, each minute and at exit, the metrics idemkit records to the log (docs/production.md)")
 	l := &f.Limits
 	fs.Int64Var(&l.MaxBody, "max-body", l.MaxBody, "with -http: the largest request body in bytes (0: the go-sdk's 4 MiB)")
 	fs.IntVar(&l.MaxBatch, "max-batch", l.MaxBatch, "with -http: the most JSON-RPC messages in one request (0: no limit)")
@@ -76,8 +76,9 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 	return fs
 }
 
-// Parse parses args and refuses combinations that cannot work, before
-// anything is opened. The error never repeats a flag's value.
+// Parse parses args and refuses combinations that cannot work, and a store
+// this build does not link, before anything is opened. The error never
+// repeats a flag's value.
 func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -97,6 +98,9 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 		return errors.New("-demo runs its own client: no -stdio or -http")
 	case len(f.Users) > 0 && f.HTTP == "":
 		return errors.New("-user needs -http: stdio has no bearer tokens")
+	}
+	if err := checkLinked(fs.Name(), f.Store); err != nil {
+		return err
 	}
 	return f.Limits.check()
 }
@@ -142,7 +146,7 @@ func (f *Flags) OpenStore(ctx context.Context, log *slog.Logger, name string) (i
 	if err != nil {
 		return nil, nil, fmt.Errorf("the demo's store: %w", err)
 	}
-	s, closeStore, err := storeurl.OpenWith(ctx, f.Store, storeurl.Options{NoSweep: f.NoSweep})
+	s, closeStore, err := storekind.Open(ctx, f.Store, storekind.Options{NoSweep: f.NoSweep})
 	if err != nil {
 		removeDemo()
 		return nil, nil, err
