@@ -136,10 +136,10 @@ var quickstartChecks = []check{
 		}
 		refused(t, out, "sentinel", "invalid_arguments")
 	}},
-	{"handler_error_not_saved", func(t *testing.T, out map[string]outcome) {
-		r := refused(t, out, "handler_error", "not_saved")
-		if !strings.Contains(r.text(), "amount_cents must be above zero") {
-			t.Errorf("the handler's message is lost: text %q", r.text())
+	{"out_of_range_refused_by_schema", func(t *testing.T, out map[string]outcome) {
+		r := refused(t, out, "handler_error", "invalid_arguments")
+		if !strings.Contains(r.text(), `"amount_cents"`) {
+			t.Errorf("the refusal does not name the argument: text %q", r.text())
 		}
 	}},
 	{"get_operation", func(t *testing.T, out map[string]outcome) {

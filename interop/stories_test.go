@@ -134,7 +134,7 @@ var storiesChecks = []check{
 		if o := out["sentinel"]; strings.Contains(string(o.Result), sentinel) {
 			t.Errorf("the answer echoes the argument value: %s", o.Result)
 		}
-		refused(t, out, "sentinel", "not_saved")
+		refused(t, out, "sentinel", "invalid_arguments")
 		refused(t, out, "no_story", "not_saved")
 		refused(t, out, "edit_reworded", "not_saved")
 	}},

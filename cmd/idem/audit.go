@@ -41,7 +41,7 @@ It also flags schemas that strict clients reject (a boolean subschema, a root
 without "type": "object"), and warns of write tools whose description says
 nothing of record keys, op ids or retries, and of write tools whose only
 protection is a required op id (safe for an app that keeps it, not for a
-model that mints a new one to retry). The rules: docs/audit.md.
+model that mints a new one to retry). The rules: docs/protect.md.
 
 Exit status:
   0  every tool read-only or an idempotent write, every schema accepted

@@ -37,8 +37,11 @@ var auditedExamples = []struct {
 		http:  func(dir string) []string { return []string{"-http", "127.0.0.1:0", "-db", filepath.Join(dir, "q.db")} },
 		want:  map[string]class{"add_expense": classIdempotent, "set_budget": classIdempotent, "get_operation": classReadOnly},
 		// add_expense is the app-caller example: an op id the app mints,
-		// no record key a model has (docs/audit.md).
-		warnings: map[string][]string{"add_expense": {"op_id_only"}},
+		// no record key a model has, declared for apps (idem.ForApps):
+		// information, not a warning (docs/protect.md). The warning a tool
+		// not so declared gets is TestOpIDOnlyWarning's.
+		warnings: map[string][]string{},
+		infos:    map[string][]string{"add_expense": {"op_id_only_for_apps"}},
 	},
 	{
 		name:  "focus",
@@ -313,7 +316,7 @@ func TestUsage(t *testing.T) {
 	if status := run([]string{"help", "audit"}, &out, &errOut); status != 0 {
 		t.Errorf("idem help audit: status %d", status)
 	}
-	for _, want := range []string{"idem audit [flags] -- COMMAND", "-url URL", "Exit status:", "-token-env", "calls no tool", "docs/audit.md"} {
+	for _, want := range []string{"idem audit [flags] -- COMMAND", "-url URL", "Exit status:", "-token-env", "calls no tool", "docs/protect.md"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("idem help audit lacks %q:\n%s", want, out.String())
 		}
@@ -330,18 +333,33 @@ func TestUsage(t *testing.T) {
 // TestCommand runs the idem binary that go build makes, as CI would: its
 // exit status is the audit's.
 func TestCommand(t *testing.T) {
-	pass := exec.Command(bins["idem"], append([]string{"audit", "--", bins["quickstart"]}, auditedExamples[0].stdio(t.TempDir())...)...)
-	out, err := pass.CombinedOutput()
-	if err != nil {
-		t.Fatalf("idem audit on the quickstart: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "\npass, with 1 warning (-strict makes them fail)\n") || !strings.Contains(string(out), "warning: add_expense is a write whose only protection is a required op id") {
-		t.Errorf("no warning on add_expense, or no pass line, in\n%s", out)
-	}
+	// The quickstart passes, -strict too: add_expense, declared for apps,
+	// is information.
 	strict := exec.Command(bins["idem"], append([]string{"audit", "-strict", "--", bins["quickstart"]}, auditedExamples[0].stdio(t.TempDir())...)...)
+	out, err := strict.CombinedOutput()
+	if err != nil {
+		t.Fatalf("idem audit -strict on the quickstart: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "\ninfo: add_expense is declared for apps") || strings.Contains(string(out), "warning:") || !strings.Contains(string(out), "\npass") {
+		t.Errorf("no information on add_expense, a warning, or no pass line, in\n%s", out)
+	}
+
+	// A tool whose only protection is a required op id, not declared for
+	// apps: a warning, which passes, and fails with -strict.
+	warn := exec.Command(bins["idem"], "audit", "--", os.Args[0])
+	warn.Env = append(os.Environ(), asOpIDOnlyServer+"=1")
+	out, err = warn.CombinedOutput()
+	if err != nil {
+		t.Fatalf("idem audit on the op-id-only server: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "\npass, with 1 warning (-strict makes them fail)\n") || !strings.Contains(string(out), "warning: append_note is a write whose only protection is a required op id") {
+		t.Errorf("no warning on append_note, or no pass line, in\n%s", out)
+	}
+	strict = exec.Command(bins["idem"], "audit", "-strict", "--", os.Args[0])
+	strict.Env = append(os.Environ(), asOpIDOnlyServer+"=1")
 	out, err = strict.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFindings {
-		t.Errorf("idem audit -strict on the quickstart: %v, want exit status %d\n%s", err, exitFindings, out)
+		t.Errorf("idem audit -strict on the op-id-only server: %v, want exit status %d\n%s", err, exitFindings, out)
 	}
 
 	fail := exec.Command(bins["idem"], "audit", "--", os.Args[0])

@@ -13,7 +13,7 @@ import (
 )
 
 // A class says whether a client may send a tool's call again after a lost
-// answer, as the tool's annotations and inputs tell it (docs/audit.md).
+// answer, as the tool's annotations and inputs tell it (docs/protect.md).
 type class string
 
 const (

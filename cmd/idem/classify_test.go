@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestClassify checks each rule of docs/audit.md on tools as a server
+// TestClassify checks each rule of docs/protect.md (idem audit) on tools as a server
 // sends them.
 func TestClassify(t *testing.T) {
 	const obj = `{"type":"object"}`

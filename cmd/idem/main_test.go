@@ -26,8 +26,14 @@ const asServer = "IDEM_AUDIT_TEST_SERVE_UNSAFE"
 var bins = map[string]string{}
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asServer) == "1" {
-		srv, _ := newUnsafeServer()
+	var srv *mcp.Server
+	switch {
+	case os.Getenv(asServer) == "1":
+		srv, _ = newUnsafeServer()
+	case os.Getenv(asOpIDOnlyServer) == "1":
+		srv = newOpIDOnlyServer()
+	}
+	if srv != nil {
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -90,7 +90,7 @@ func (r *report) writeText(w io.Writer) error {
 	case r.ExitStatus == exitPass && r.Warnings == 0 && r.Infos == 0:
 		b.WriteString("pass: every tool is read-only or an idempotent write, and every schema is accepted\n")
 	case r.ExitStatus == exitPass && r.Warnings == 0:
-		fmt.Fprintf(&b, "pass: no problem; %d tools say honestly that a repeat may write twice (clients do not resend them)\n", r.Infos)
+		fmt.Fprintf(&b, "pass: no problem; %d finding%s for information\n", r.Infos, plural(r.Infos))
 	case r.ExitStatus == exitPass:
 		fmt.Fprintf(&b, "pass, with %d warning%s (-strict makes them fail)\n", r.Warnings, plural(r.Warnings))
 	default:

@@ -5,7 +5,7 @@
 //	go run ./examples/focus                         # stdio, on SQLite idemkit-focus.db in the current folder
 //	go run ./examples/focus -demo                   # a scripted client: lost answers, retries, two devices
 //	go run ./examples/focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob
-//	go run ./examples/focus -store postgres://...   # any store (see -h, and docs/serving.md)
+//	go run -tags postgres ./examples/focus -store postgres://...   # PostgreSQL; -tags dynamodb, firestore or allstores for the others
 //
 // Its tools, and what makes each safe to call twice:
 //   - start_focus: create-if-absent on the device's running slot, so a device
@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := f.FlagSet("focus", stderr, "sqlite:idemkit-focus.db",
 		"focus -demo",
 		"focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob",
-		"focus -store postgres://localhost/focus   # stdio, on PostgreSQL")
+		"focus -store postgres://localhost/focus   # stdio, on PostgreSQL: a build with -tags postgres")
 	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -145,6 +146,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"this answers that session instead of starting another, so a retry with the same device is safe. " +
 			"Send session_id (an id your app mints) to make a retry name the same session; started_at is when the " +
 			"user pressed start, for a queued request.",
+		InputSchema: startSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, guard, counted(f, "start_focus", f.startFocus), idem.RecordKeys("device"), idem.OpID())
 
@@ -157,6 +159,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"the earliest end wins, every device's stop is kept, done beats other outcomes, a differing later summary " +
 			"goes to the notes. end_at is when the user pressed stop, for a queued request. The answer says what this " +
 			"stop changed.",
+		InputSchema: endSchema,
 		// Destructive: an earlier stop shortens a session another device stopped.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
 	}, guard, counted(f, "end_focus", f.endFocus), idem.RecordKeys("device"), idem.OpID())
@@ -176,6 +179,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"started_at is when it started: logged times cannot overlap, so a log whose time overlaps another " +
 			"log_id's is refused, naming that log. A retry after a lost answer is safe with the same log_id, and " +
 			"refused, not counted twice, with a new one.",
+		InputSchema: logSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
 	}, guard, counted(f, "log_session", f.logSession), idem.RecordKeys("log_id"))
 
@@ -184,6 +188,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 			"device sent for that date before. device and date are the keys: a repeat, or a retry with a recounted " +
 			"total, replaces the same count and never adds to it, so it is safe to send again after a lost answer. " +
 			"The day's steps are the sum over devices.",
+		InputSchema: setStepsSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no},
 	}, guard, counted(f, "set_steps", f.setSteps), idem.RecordKeys("device", "date"), idem.OpID())
 
@@ -191,12 +196,14 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		Description: "Add steps to a day's total, for the phone app that queues step counts " +
 			"offline. It mints op_id when the steps are counted and resends that op_id on every retry; a call with a " +
 			"new op_id adds again. A model should call set_steps, whose keys are the device and the date.",
+		InputSchema: addStepsSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, guard, counted(f, "add_steps", f.addSteps), idem.RequireOpID(), idem.ForApps())
 
 	idem.AddTool(srv, &mcp.Tool{Name: "heartbeat",
 		Description: "Record a heartbeat with a note on a session. session_id and at are the keys: one heartbeat per " +
 			"session and time, so a repeat answers the stored heartbeat and adds nothing.",
+		InputSchema: beatSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no},
 	}, guard, counted(f, "heartbeat", f.heartbeat), idem.RecordKeys("session_id", "at"))
 
@@ -207,6 +214,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 
 	idem.AddTool(srv, &mcp.Tool{Name: "list_sessions",
 		Description: "List a day's focus sessions, logged time and steps (date as YYYY-MM-DD; default today, UTC).",
+		InputSchema: listSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: no, OpenWorldHint: no},
 	}, guard, counted(f, "list_sessions", f.listSessions))
 
@@ -290,6 +298,72 @@ var (
 	earliestEvent = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	latestEvent   = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 )
+
+// The limits of the arguments, which the input schemas state and the
+// handlers check.
+const (
+	maxLogMinutes  = 24 * 60 // log_session's minutes: 1 to a day
+	maxAddSteps    = 100000  // add_steps's steps: 1 to this
+	maxDeviceSteps = 200000  // set_steps's steps: 0 to this
+	// eventYears is an event time's year as written: 2000 to 2099, the
+	// range parseTime holds the time to.
+	eventYears = `^20[0-9]{2}-`
+)
+
+// The tools' input schemas: inferred from their arguments, with the
+// limits the descriptions state (ranges, the outcomes of a stop, RFC 3339
+// times and dates), so that a client reads them and the middleware
+// refuses a value outside them (invalid_arguments) before the handler
+// runs. The middleware does not check formats: parseTime and checkDate do.
+var (
+	startSchema = inputSchema[StartArgs](func(p props) { eventTime(p["started_at"]) })
+	endSchema   = inputSchema[EndArgs](func(p props) {
+		eventTime(p["end_at"])
+		for _, o := range outcomes {
+			p["outcome"].Enum = append(p["outcome"].Enum, o)
+		}
+	})
+	logSchema = inputSchema[LogArgs](func(p props) {
+		eventTime(p["started_at"])
+		between(p["minutes"], 1, maxLogMinutes)
+	})
+	addStepsSchema = inputSchema[StepsArgs](func(p props) {
+		p["date"].Format = "date"
+		between(p["steps"], 1, maxAddSteps)
+	})
+	setStepsSchema = inputSchema[SetStepsArgs](func(p props) {
+		p["date"].Format = "date"
+		between(p["steps"], 0, maxDeviceSteps)
+	})
+	beatSchema = inputSchema[BeatArgs](func(p props) { eventTime(p["at"]) })
+	listSchema = inputSchema[ListArgs](func(p props) { p["date"].Format = "date" })
+)
+
+// props are the properties of an input schema, by argument name.
+type props = map[string]*jsonschema.Schema
+
+// inputSchema is the input schema inferred from T, its properties changed
+// by edit.
+func inputSchema[T any](edit func(props)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	edit(s.Properties)
+	return s
+}
+
+// eventTime states that p is an event time: RFC 3339, in the years 2000
+// to 2099.
+func eventTime(p *jsonschema.Schema) {
+	p.Format = "date-time"
+	p.Pattern = eventYears
+}
+
+// between states that p is from lo to hi.
+func between(p *jsonschema.Schema, lo, hi float64) {
+	p.Minimum, p.Maximum = &lo, &hi
+}
 
 func checkDate(v string) error {
 	if _, err := time.Parse(time.DateOnly, v); err != nil {
@@ -647,8 +721,8 @@ func (f *focus) logSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	if err != nil {
 		return nil, Logged{}, err
 	}
-	if in.Minutes < 1 || in.Minutes > 24*60 {
-		return nil, Logged{}, refuse("minutes must be 1 to 1440")
+	if in.Minutes < 1 || in.Minutes > maxLogMinutes {
+		return nil, Logged{}, refuse("minutes must be 1 to %d", maxLogMinutes)
 	}
 	lt := LoggedTime{LogID: in.LogID, Date: start.Format(time.DateOnly), StartedAt: start, Minutes: in.Minutes, Note: in.Note}
 	// A log that overlaps this one starts on its day or the day before
@@ -720,8 +794,8 @@ func (f *focus) addSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if err := checkDate(in.Date); err != nil {
 		return nil, StepsAdded{}, err
 	}
-	if in.Steps < 1 || in.Steps > 100000 {
-		return nil, StepsAdded{}, refuse("steps must be 1 to 100000")
+	if in.Steps < 1 || in.Steps > maxAddSteps {
+		return nil, StepsAdded{}, refuse("steps must be 1 to %d", maxAddSteps)
 	}
 	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) { d.Steps += in.Steps })
 	if err != nil {
@@ -754,8 +828,8 @@ func (f *focus) setSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if err := checkDate(in.Date); err != nil {
 		return nil, StepsSet{}, err
 	}
-	if in.Steps < 0 || in.Steps > 200000 {
-		return nil, StepsSet{}, refuse("steps must be 0 to 200000")
+	if in.Steps < 0 || in.Steps > maxDeviceSteps {
+		return nil, StepsSet{}, refuse("steps must be 0 to %d", maxDeviceSteps)
 	}
 	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) {
 		if d.DeviceSteps == nil {

@@ -71,7 +71,10 @@ func TestStopRepeatWithinTheWindow(t *testing.T) {
 // TestEventTimesOutOfRangeRefused: an event time far outside any real one
 // is refused with invalid_arguments, quoting no value, and writes
 // nothing, where 0001-01-01 was stored as now (the zero time read as "not
-// sent") and 9999-12-31 clamped to now, silently.
+// sent") and 9999-12-31 clamped to now, silently. The input schema refuses
+// a year outside 2000 to 2099 as written; a time written in 2000 with an
+// offset that puts it in 1999 passes the schema and is refused by the
+// handler.
 func TestEventTimesOutOfRangeRefused(t *testing.T) {
 	h := newHarness(t, "memory")
 	cs := h.connect()
@@ -82,15 +85,20 @@ func TestEventTimesOutOfRangeRefused(t *testing.T) {
 		{"start_focus", map[string]any{"device": "phone", "label": "chapter", "session_id": "s-old", "started_at": "0001-01-01T00:00:00Z"}},
 		{"start_focus", map[string]any{"device": "phone", "label": "chapter", "session_id": "s-far", "started_at": "9999-12-31T00:00:00Z"}},
 		{"log_session", map[string]any{"log_id": "l-1", "label": "chapter", "started_at": "1999-12-31T23:59:59Z", "minutes": 5}},
+		{"start_focus", map[string]any{"device": "desk", "label": "chapter", "session_id": "s-edge", "started_at": "2000-01-01T00:30:00+01:00"}},
+		{"log_session", map[string]any{"log_id": "l-edge", "started_at": "2000-01-01T00:00:00+00:30", "minutes": 5}},
 	} {
 		res := h.call(cs, c.tool, c.args)
 		if codeOf(res) != string(idem.CodeInvalidArguments) || strings.Contains(text(res), "0001") || strings.Contains(text(res), "9999") {
 			t.Errorf("%s %v: %q %s, want invalid_arguments quoting nothing", c.tool, c.args, codeOf(res), text(res))
 		}
 	}
-	for _, id := range []string{"s-old", "s-far"} {
+	for _, id := range []string{"s-old", "s-far", "s-edge"} {
 		if raw := h.doc(k(colSessions, id)); raw != "" {
 			t.Errorf("session %s was stored: %s", id, raw)
 		}
+	}
+	if raw := h.doc(k(colLogs, "l-edge")); raw != "" {
+		t.Errorf("log l-edge was stored: %s", raw)
 	}
 }

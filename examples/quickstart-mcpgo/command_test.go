@@ -82,7 +82,7 @@ func TestHelpShowsExamples(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("-h: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"Examples:\n  quickstart-mcpgo -demo\n", "-store", "-db", "-user", "-max-calls", "docs/serving.md"} {
+	for _, want := range []string{"Examples:\n  quickstart-mcpgo -demo\n", "-store", "-db", "-user", "-max-calls", "docs/production.md"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("-h lacks %q:\n%s", want, stderr.String())
 		}

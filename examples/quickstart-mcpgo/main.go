@@ -7,16 +7,17 @@
 //	go run ./examples/quickstart-mcpgo -http 127.0.0.1:8080 -user TOKEN=alice
 //	go run ./examples/quickstart-mcpgo -demo                      # call the tools twice and show what happened
 //
-// It takes the flags every example takes (docs/serving.md) and serves as
+// It takes the flags every example takes (docs/production.md) and serves as
 // the quickstart does. Over HTTP with -user, a call's scope is the user of
 // its bearer token: mcp-go has no authenticated user of its own, so the
 // server's HTTP context function puts the user the token check found in
 // the call's context, and mcpgo.Scope reads it there. What its wire output
-// differs in from the quickstart's: docs/mcp-go.md.
+// differs in from the quickstart's: docs/protect.md ("mcp-go").
 //
 // Its tools are the quickstart's:
 //   - add_expense appends an expense under a server-made id, and takes an
-//     op id that the app mints before the first attempt.
+//     op id that the app mints before the first attempt: a tool for apps
+//     (idem.ForApps).
 //   - set_budget replaces the budget of a month: the month is the record key.
 //   - get_operation tells whether an op id committed, for lost responses.
 package main
@@ -36,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -60,6 +62,37 @@ type Added struct {
 type Budget struct {
 	Month       string `json:"month" jsonschema:"the month, as YYYY-MM"`
 	AmountCents int64  `json:"amount_cents" jsonschema:"the budget in cents"`
+}
+
+// monthPattern is a month as YYYY-MM, what setBudget reads.
+const monthPattern = `^[0-9]{4}-(0[1-9]|1[0-2])$`
+
+// The tools' input schemas, the quickstart's: inferred from their
+// arguments, with the limits the arguments' descriptions state, so that a
+// client reads them and the middleware refuses a value outside them
+// (invalid_arguments) before the handler runs.
+var (
+	expenseSchema = inputSchema[Expense](func(p map[string]*jsonschema.Schema) {
+		p["amount_cents"].Minimum = new(1.0)
+	})
+	budgetSchema = inputSchema[Budget](func(p map[string]*jsonschema.Schema) {
+		p["month"].Pattern = monthPattern
+	})
+)
+
+// inputSchema is the input schema inferred from T, its properties changed
+// by edit, as JSON for mcp.WithRawInputSchema.
+func inputSchema[T any](edit func(map[string]*jsonschema.Schema)) json.RawMessage {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	edit(s.Properties)
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 type ledger struct {
@@ -128,12 +161,16 @@ func NewServer(s idem.Store) *server.MCPServer {
 	srv := server.NewMCPServer("idemkit-quickstart", "v0.1.0")
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// mcp.NewTool would say true); set_budget replaces what was there,
-	// add_expense only adds.
+	// add_expense only adds. add_expense is for apps (its description then
+	// opens "For apps, not models."): a model that lost the answer would
+	// call again under a new op id and record the expense twice.
 	mcpgo.AddTool(srv, mcp.NewTool("add_expense", mcp.WithDescription("Record an expense and return its id and the new total. "+
-		"For apps, which mint op_id when the user records the expense and keep it for every retry."),
+		"The app mints op_id when the user records the expense and resends it on every retry."),
+		mcp.WithRawInputSchema(expenseSchema),
 		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)),
-		s, addExpense, idem.RequireOpID(), scope)
+		s, addExpense, idem.RequireOpID(), idem.ForApps(), scope)
 	mcpgo.AddTool(srv, mcp.NewTool("set_budget", mcp.WithDescription("Set the budget of a month, replacing any earlier one."),
+		mcp.WithRawInputSchema(budgetSchema),
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
 		s, setBudget, idem.RecordKeys("month"), scope)
 	mcpgo.RegisterStatusTool(srv, s, scope)

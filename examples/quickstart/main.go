@@ -6,7 +6,7 @@
 //	go run ./examples/quickstart -http 127.0.0.1:8080 -user TOKEN=alice
 //	go run ./examples/quickstart -demo                      # call the tools twice and show what happened
 //
-// It takes the flags every example takes (docs/serving.md). Over HTTP it
+// It takes the flags every example takes (docs/production.md). Over HTTP it
 // logs the URL it serves once the port is bound, answers MCP at /mcp only
 // (other paths get a 404 that names /mcp), and on SIGINT or SIGTERM answers
 // the calls in progress, closes the store and exits with status 0. The store
@@ -18,9 +18,10 @@
 //   - add_expense appends an expense under a server-made id: unsafe to repeat
 //     by itself, so it takes an op id that the app mints before the first
 //     attempt. A repeat returns the first answer; nothing is added twice. It
-//     is a tool for apps: an expense has no argument a model already has
-//     that could name it, and a model that lost the answer may call again
-//     under a new op id, so idem audit warns on it (op_id_only).
+//     is a tool for apps (idem.ForApps): an expense has no argument a model
+//     already has that could name it, and a model that lost the answer may
+//     call again under a new op id, so its description opens "For apps, not
+//     models." and idem audit reports it as such (op_id_only_for_apps).
 //   - set_budget replaces the budget of a month: the month is the record key,
 //     so a repeat writes the same record.
 //   - get_operation tells whether an op id committed, for lost responses.
@@ -39,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
@@ -62,6 +64,33 @@ type Added struct {
 type Budget struct {
 	Month       string `json:"month" jsonschema:"the month, as YYYY-MM"`
 	AmountCents int64  `json:"amount_cents" jsonschema:"the budget in cents"`
+}
+
+// monthPattern is a month as YYYY-MM, what setBudget reads.
+const monthPattern = `^[0-9]{4}-(0[1-9]|1[0-2])$`
+
+// The tools' input schemas: inferred from their arguments, with the limits
+// the arguments' descriptions state, so that a client reads them and the
+// middleware refuses a value outside them (invalid_arguments) before the
+// handler runs.
+var (
+	expenseSchema = inputSchema[Expense](func(p map[string]*jsonschema.Schema) {
+		p["amount_cents"].Minimum = new(1.0)
+	})
+	budgetSchema = inputSchema[Budget](func(p map[string]*jsonschema.Schema) {
+		p["month"].Pattern = monthPattern
+	})
+)
+
+// inputSchema is the input schema inferred from T, its properties changed
+// by edit.
+func inputSchema[T any](edit func(map[string]*jsonschema.Schema)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	edit(s.Properties)
+	return s
 }
 
 type ledger struct {
@@ -115,11 +144,16 @@ func NewServer(s idem.Store) *mcp.Server {
 	// MCP reads an absent hint as true); set_budget replaces what was
 	// there, add_expense only adds.
 	no, yes := new(false), new(true)
+	// add_expense is for apps (its description then opens "For apps, not
+	// models."): a model that lost the answer would call again under a
+	// new op id and record the expense twice.
 	idem.AddTool(srv, &mcp.Tool{Name: "add_expense", Description: "Record an expense and return its id and the new total. " +
-		"For apps, which mint op_id when the user records the expense and keep it for every retry.",
+		"The app mints op_id when the user records the expense and resends it on every retry.",
+		InputSchema: expenseSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}},
-		s, addExpense, idem.RequireOpID())
+		s, addExpense, idem.RequireOpID(), idem.ForApps())
 	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one.",
+		InputSchema: budgetSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no}},
 		s, setBudget, idem.RecordKeys("month"))
 	idem.RegisterStatusTool(srv, s)

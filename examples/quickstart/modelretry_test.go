@@ -16,8 +16,8 @@ import (
 
 // A model that lost an answer and called again: set_budget, keyed by the
 // month, moves nothing whatever it regenerates; add_expense, the app-caller
-// example, counts the expense twice under a new op id, which is why idem
-// audit warns on it (docs/audit.md, "Op id only").
+// example, counts the expense twice under a new op id, which is why it is
+// declared for apps (idem.ForApps; docs/protect.md, "Check a server: idem audit").
 func TestModelRetries(t *testing.T) {
 	ctx := context.Background()
 	fresh := func(ctx context.Context) (*idemtest.Subject, error) {

@@ -5,7 +5,7 @@
 //	go run ./examples/stories -demo                 # a scripted client: lost answers, retries, a report storm
 //	go run ./examples/stories                       # stdio, on SQLite (idemkit-stories.db in the current folder)
 //	go run ./examples/stories -http 127.0.0.1:8080 -user TOKEN=alice -user OTHER=bob
-//	go run ./examples/stories -store postgres://...  # any store: memory:, sqlite:PATH, postgres://, dynamodb://, firestore://
+//	go run -tags postgres ./examples/stories -store postgres://...   # PostgreSQL; -tags dynamodb, firestore or allstores for the others
 //
 // Its tools, each keyed by arguments the model already has:
 //   - publish_story(slug, title, body): replace keyed by slug. A republish
@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := f.FlagSet("stories", stderr, "sqlite:idemkit-stories.db",
 		"stories -demo",
 		"stories -http 127.0.0.1:8080 -user TOKEN=alice -user OTHER=bob",
-		"stories -store postgres://localhost/stories   # stdio, on PostgreSQL")
+		"stories -store postgres://localhost/stories   # stdio, on PostgreSQL: a build with -tags postgres")
 	social := fs.String("social", "", "post to the social service at this loopback URL (default: one started in this process)")
 	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
@@ -49,6 +50,63 @@ var (
 	slugPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 	handlePattern = regexp.MustCompile(`^@?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 )
+
+// The tools' input schemas: inferred from their arguments, with the limits
+// the handlers check (a slug's and a handle's form, pass or fail, a
+// revision from 1, the lengths of the texts), so that a client reads them
+// and the middleware refuses a value outside them (invalid_arguments)
+// before the handler runs. A schema counts a text's length in characters
+// and the handlers in bytes, so the handlers also refuse a text within the
+// schema's length whose characters take more bytes than that.
+var (
+	publishSchema = inputSchema[PublishArgs](func(p props) {
+		slugArg(p)
+		textLength(p["title"], 1, maxTitle)
+		textLength(p["body"], 1, maxBody)
+	})
+	reproductionSchema = inputSchema[ReproductionArgs](func(p props) {
+		slugArg(p)
+		p["handle"].Pattern = handlePattern.String()
+		textLength(p["note"], 0, maxNote)
+	})
+	editSchema = inputSchema[EditArgs](func(p props) {
+		slugArg(p)
+		p["revision"].Minimum = new(1.0)
+		textLength(p["body"], 1, maxBody)
+	})
+	checkSchema = inputSchema[CheckArgs](func(p props) {
+		slugArg(p)
+		p["handle"].Pattern = handlePattern.String()
+		p["result"].Enum = []any{"pass", "fail"}
+	})
+	storySchema = inputSchema[StoryArgs](slugArg)
+)
+
+// props are the properties of an input schema, by argument name.
+type props = map[string]*jsonschema.Schema
+
+// inputSchema is the input schema inferred from T, its properties changed
+// by edit.
+func inputSchema[T any](edit func(props)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	edit(s.Properties)
+	return s
+}
+
+// slugArg states the form of the slug argument.
+func slugArg(p props) { p["slug"].Pattern = slugPattern.String() }
+
+// textLength states the length of a text argument: lo to hi characters
+// (lo 0: no minimum).
+func textLength(p *jsonschema.Schema, lo, hi int) {
+	if lo > 0 {
+		p.MinLength = &lo
+	}
+	p.MaxLength = &hi
+}
 
 // story is the stored content of a story.
 type story struct {
@@ -91,7 +149,7 @@ type Published struct {
 type ReproductionArgs struct {
 	Slug   string `json:"slug" jsonschema:"the story's slug"`
 	Handle string `json:"handle" jsonschema:"the handle of who reproduced it"`
-	Note   string `json:"note,omitempty" jsonschema:"what they saw, up to 280 characters; kept from the first report"`
+	Note   string `json:"note,omitempty" jsonschema:"what they saw, up to 280 bytes of UTF-8 (280 ASCII characters); kept from the first report"`
 }
 
 // Reproduced is the answer of report_reproduction.
@@ -208,12 +266,14 @@ func (a *app) server() *mcp.Server {
 	idem.AddTool(srv, &mcp.Tool{Name: "publish_story", Description: "Publish a story under its slug, or republish it: " +
 		"a republish replaces the title and body and keeps the revisions, reproductions and checks. " +
 		"The story is announced on the social service once, on its first publish.",
+		InputSchema: publishSchema,
 		// It replaces what was there, and posts to the social service.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)}},
 		guard, a.publish, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_reproduction", Description: "Report that a handle reproduced a story. " +
 		"One report per handle and story: a second report by the same handle changes nothing. " +
 		"The author is notified once per new reproducer.",
+		InputSchema: reproductionSchema,
 		// It adds, and notifies the author outside the server.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(true)}},
 		guard, a.reportReproduction, opts("slug", "handle")...)
@@ -223,11 +283,13 @@ func (a *app) server() *mcp.Server {
 		"a body equal to the current one writes nothing and notifies nobody. " +
 		"To retry after an error or a lost answer, send the same revision: an edit that already landed is answered, never applied twice. " +
 		"An edit of a story changed since that revision is refused: read it with get_story before editing again.",
+		InputSchema: editSchema,
 		// It replaces the body, and notifies each reproducer.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)}},
 		guard, a.edit, opts("slug")...)
 	idem.AddTool(srv, &mcp.Tool{Name: "report_check", Description: "Record a handle's check of a story, pass or fail. " +
 		"One result per handle and story: a later report replaces it.",
+		InputSchema: checkSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)}},
 		guard, a.reportCheck, opts("slug", "handle")...)
 	srv.AddTool(a.getStoryTool(guard))
@@ -491,6 +553,7 @@ func (a *app) reportCheck(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 // transaction (a marker is read in a transaction of its own).
 func (a *app) getStoryTool(guard *idem.Guard) (*mcp.Tool, mcp.ToolHandler) {
 	t := &mcp.Tool{Name: "get_story", Description: "Read the story named by slug: its content, revisions, reproductions, checks and the posts made. Writes nothing.",
+		InputSchema: storySchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
 	tool, read := idem.Tool(t, guard, a.readView)
 	return tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

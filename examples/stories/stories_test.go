@@ -296,7 +296,7 @@ func TestDropAndRetry(t *testing.T) {
 // returns the answers. On the Firestore emulator at most 4 are in flight:
 // the emulator locks what a transaction reads and answers contention with
 // lock timeouts, so 16 read-then-write transactions on one document can
-// wait out the test's deadline (docs/firestore.md: the conformance suite
+// wait out the test's deadline (docs/stores.md: the conformance suite
 // runs its contention cases at 4 there too).
 func (e *env) storm(t *testing.T, tool string, calls []map[string]any) []*mcp.CallToolResult {
 	t.Helper()

@@ -41,7 +41,7 @@
 // Without -api the tracker is a fake in this process, on loopback; with
 // -api the server calls that base URL (GitHub's paths) with the token in
 // TRACKER_TOKEN as a bearer token. It takes the flags every example takes
-// (docs/serving.md); the store is SQLite idemkit-tracker.db in the current
+// (docs/production.md); the store is SQLite idemkit-tracker.db in the current
 // folder unless -store says otherwise, and -demo uses a fresh temporary
 // one: it drives the server over HTTP on loopback and prints a line per
 // step, with what the tracker received.

@@ -82,8 +82,13 @@ func schemaFor[T any](edit func(*jsonschema.Schema)) *jsonschema.Schema {
 // refuses any other before the handler runs (and a name cannot reach
 // another path of the API).
 func repoProperty(s *jsonschema.Schema) {
-	s.Properties["repo"].Pattern = `^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$`
+	s.Properties["repo"].Pattern = "^" + repoSegment + "/" + repoSegment + "$"
 }
+
+// repoSegment is an owner or a name: 1 to 100 of letters, digits, '_', '.'
+// and '-', but not "." or "..", which a server reads as a step in the path
+// (/repos/../user/issues is /user/issues).
+const repoSegment = `(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,98}|\.\.[A-Za-z0-9_.-]{1,98})`
 
 // addTools registers the tools the ordinary go-sdk way: the handlers know
 // nothing of idemkit but the key they forward and the errors they wrap.

@@ -19,7 +19,7 @@ import (
 // Limits bound what one request, one connection and one user can take of a
 // server over HTTP, so that one user's flood does not stall another's
 // calls. A zero field turns its limit off (MaxBody then falls back to the
-// go-sdk's own limit of 4 MiB). docs/serving.md says why each default is
+// go-sdk's own limit of 4 MiB). docs/production.md says why each default is
 // what it is.
 type Limits struct {
 	// MaxBody is the largest request body, in bytes; a larger one is
