@@ -295,7 +295,7 @@ func byName(l []any) map[string]any {
 
 // wireDifferences are the only places where the mcp-go quickstart's answers
 // may differ from the go-sdk quickstart's, as wireDiff strings, with why;
-// docs/mcp-go.md lists them.
+// docs/protect.md ("mcp-go") lists them.
 var wireDifferences = []struct {
 	transports []string
 	diff       string
@@ -341,12 +341,12 @@ func TestWireSameAsGoSDK(t *testing.T) {
 			}
 			for _, d := range ds {
 				if !want[d.String()] {
-					t.Errorf("a difference not on the list (remove it in idem/mcpgo, or list and explain it in wireDifferences and docs/mcp-go.md):\n%v", d)
+					t.Errorf("a difference not on the list (remove it in idem/mcpgo, or list and explain it in wireDifferences and docs/protect.md):\n%v", d)
 				}
 				delete(want, d.String())
 			}
 			for d := range want {
-				t.Errorf("a listed difference is gone (take it off wireDifferences and docs/mcp-go.md):\n%s", d)
+				t.Errorf("a listed difference is gone (take it off wireDifferences and docs/protect.md):\n%s", d)
 			}
 			// The comparison compares something: both answered every
 			// exchange, and the refusals are refusals.

@@ -30,5 +30,5 @@
 // gets that reference and does not post. A failed post releases the marker;
 // a claim whose lease ends without an outcome becomes [Unknown] and is
 // settled by [Effects.Recover], which asks a reconcile function about external
-// truth and posts again only what did not happen. See docs/sideeffect.md.
+// truth and posts again only what did not happen. See docs/protect.md, "Side effects".
 package sideeffect

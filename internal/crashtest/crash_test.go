@@ -39,8 +39,8 @@ const (
 var pointOrder = []string{crashtest.PointCommitted, crashtest.PointWritten, crashtest.PointStart}
 
 // defaultRuns is how many runs each store gets in an ordinary go test;
-// IDEMKIT_CRASH_RUNS asks for another count on every store (200 for the
-// figures in docs/crash.md). Firestore's 6 go at once (defaultParallel):
+// IDEMKIT_CRASH_RUNS asks for another count on every store (200 for a
+// longer run; docs/production.md). Firestore's 6 go at once (defaultParallel):
 // should a run be held on a dead transaction's locks (below), the test
 // waits for that one run, about 60 s, and no longer.
 var defaultRuns = map[string]int{"sqlite": 10, "postgres": 10, "dynamodb": 10, "firestore": 6}

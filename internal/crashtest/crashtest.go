@@ -3,7 +3,7 @@
 // random points of a call, restarted on the same store, and its clients
 // retry every unacknowledged call with the same op id. The test then reads
 // the store directly and counts duplicates and lost committed ops
-// (docs/crash.md).
+// (docs/production.md, "Crash safety").
 //
 // This file holds what the server and the test share: the tool, the
 // documents it writes and where the server kills itself.

@@ -103,7 +103,7 @@ func TestCodesListedEverywhere(t *testing.T) {
 // What a repeat runs: no page and no doc comment may say a repeat with an op
 // id runs nothing. It may run the handler in a transaction that rolls back
 // when it reaches a process that has not answered the op lately
-// (docs/middleware.md, "Reading the op record").
+// (docs/protect.md, "New tools that write through the store").
 func TestNoPageSaysARepeatRunsNothing(t *testing.T) {
 	wrong := regexp.MustCompile(`(?i)(without running anything|repeat[^.]*runs nothing|replay[^.]*runs nothing|nothing runs again)`)
 	files := []string{"README.md"}
@@ -130,7 +130,7 @@ func TestNoPageSaysARepeatRunsNothing(t *testing.T) {
 		}
 	}
 	// And the pages that explain it say what does happen.
-	for _, f := range []string{"README.md", "docs/middleware.md"} {
+	for _, f := range []string{"README.md", "docs/protect.md"} {
 		if !strings.Contains(read(t, f), "rolls back") {
 			t.Errorf("%s does not say that a repeat elsewhere may run in a transaction that rolls back", f)
 		}

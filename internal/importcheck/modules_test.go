@@ -13,7 +13,7 @@ import (
 // heavy are the module paths (or their prefixes) that the root module must
 // not require: the DynamoDB and Firestore stores' SDKs and the interop
 // suite's mcp-go live in modules of their own, so that a user of idem and
-// the root module's stores does not carry them (docs/modules.md). With graph
+// the root module's stores does not carry them (docs/backend.md). With graph
 // pruning, a user's build holds the root module's requirements, not those
 // of the modules beside it.
 var heavy = []string{

@@ -602,7 +602,7 @@ var mutations = []mutation{
 		Pkg:    "./store/memory",
 		Run:    "^TestConformance$",
 	},
-	// The examples' keys for a model's retry (docs/model-retry.md): each
+	// The examples' keys for a model's retry (docs/protect.md): each
 	// caught by a model's retry over HTTP after a lost answer.
 	{
 		Name:   "focus/set-steps-replace",
@@ -657,6 +657,15 @@ var mutations = []mutation{
 		To:     "	case false:",
 		Pkg:    "./examples/stories",
 		Run:    "^(TestModelRetry|TestEditRevision|TestEditStorm)$/^memory$",
+	},
+	{
+		Name:   "tracker/repo-dot-segments",
+		Guards: "a repository owner or name of . or .. is refused before the handler runs, so a call cannot reach another path of the API",
+		File:   "examples/tracker/tools.go",
+		From:   "const repoSegment = `(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}|\\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,98}|\\.\\.[A-Za-z0-9_.-]{1,98})`",
+		To:     "const repoSegment = `[A-Za-z0-9_.-]{1,100}`",
+		Pkg:    "./examples/tracker",
+		Run:    "^TestDotSegmentsRefused$",
 	},
 	// The background sweep: it runs without being asked, stops when it is
 	// turned off or its store is closed, and never keeps its store alive.
@@ -769,6 +778,15 @@ var mutations = []mutation{
 		To:     `if method == "subscriptions/listen" && false {`,
 		Pkg:    "./examples/internal/exserve",
 		Run:    "^TestListenStreamOutlivesLimits$",
+	},
+	{
+		Name:   "exserve/store-not-linked",
+		Guards: "a -store of a kind the example's build leaves out is refused before anything opens, naming the build tag that links it",
+		File:   "examples/internal/exserve/store.go",
+		From:   "if k.scheme == scheme && !storekind.Linked(scheme) {",
+		To:     "if false && k.scheme == scheme {",
+		Pkg:    "./examples/internal/exserve",
+		Run:    "^TestStoreKinds$",
 	},
 	// The adapters: what each reads from its library's request and result.
 	{

@@ -22,7 +22,7 @@
 // seconds for DynamoDB's TTL (expires_at) and in nanoseconds for the exact
 // check (expires_ns). A deleted document leaves a tombstone (deleted) for a
 // day, so that a new document at its key never repeats its version. See
-// docs/dynamodb.md for the table, the conditions and the costs.
+// docs/stores.md for the table, IAM, TTL and the limits.
 package dynamo
 
 import (
@@ -92,7 +92,7 @@ var (
 
 // New returns a Store that keeps its documents in table; nil opts means the
 // defaults. It does not touch DynamoDB: call CreateTable first, or create the
-// table as docs/dynamodb.md shows. It fails on a nil client, an empty table
+// table as docs/stores.md shows. It fails on a nil client, an empty table
 // name or a negative option.
 func New(client *dynamodb.Client, table string, opts *Options) (*Store, error) {
 	if client == nil {
@@ -177,7 +177,7 @@ func (s *Store) CreateTable(ctx context.Context) error {
 // ExpiryField implements [backend.Expirer]: DynamoDB's TTL deletes expired
 // documents, once it is enabled on the table's expires_at attribute (which
 // CreateTable does). On a table made some other way, enable it yourself;
-// without it expired documents are never deleted (docs/dynamodb.md).
+// without it expired documents are never deleted (docs/stores.md).
 func (s *Store) ExpiryField() string { return attrTTL }
 
 // Run implements idem.Store: fn runs in one optimistic transaction that

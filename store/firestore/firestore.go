@@ -16,7 +16,7 @@
 // Run is one Firestore transaction (client.RunTransaction): writes are
 // buffered and sent with the commit, each with a precondition from fn's read
 // of its key; what fn read and does not write is read again, and locked, in
-// the transaction before the commit. docs/firestore.md has the layout, the
+// the transaction before the commit. docs/stores.md has the layout, the
 // TTL policy, the limits and security rules.
 package firestore
 
@@ -106,12 +106,12 @@ var validPrefix = regexp.MustCompile(`^([A-Za-z0-9-][A-Za-z0-9_-]{0,63})?$`)
 // ExpiryField implements [backend.Expirer]: Firestore deletes expired
 // documents once a TTL policy is enabled on FieldExpiresAt for each
 // collection group the store writes with an expiry (idem_ops for op
-// records). Without one they are never deleted (docs/firestore.md).
+// records). Without one they are never deleted (docs/stores.md).
 func (s *Store) ExpiryField() string { return FieldExpiresAt }
 
 // New returns a Store on client; nil opts means the defaults. Every store's
 // constructor has this shape: its handle and *Options. Nothing needs
-// creating in the database beforehand; see docs/firestore.md for the TTL
+// creating in the database beforehand; see docs/stores.md for the TTL
 // policy on FieldExpiresAt.
 func New(client *fs.Client, opts *Options) (*Store, error) {
 	if client == nil {

@@ -18,7 +18,7 @@ import (
 // TestScale is the scale benchmark (storebench.Scale), on demand, each store
 // in a project (a database) of its own on the emulator, cleared at the end.
 // The emulator keeps every document in its JVM heap (about 2.8 KB a loaded
-// record); docs/sweep.md says what sizes fit. Run it on an emulator of its
+// record): 5M needs a heap of about 18 GB. Run it on an emulator of its
 // own, which scripts/with-firestore.sh starts when
 // IDEMKIT_FIRESTORE_EMULATOR_HOST is not set:
 //
@@ -41,7 +41,7 @@ func TestScale(t *testing.T) {
 			}}
 		},
 		// The load ran at 360-1,250 records/s on 2 busy cores: 250k in
-		// 3-6 min, 1M would take 13-46 min (docs/sweep.md).
+		// 3-6 min, 1M would take 13-46 min.
 		Sizes: []int{250_000},
 	})
 }

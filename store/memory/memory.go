@@ -42,7 +42,7 @@ type Options struct {
 	// to concurrent transactions. Default 64.
 	MaxAttempts int
 	// NoSweep turns off the background sweep of expired documents, which
-	// New otherwise starts (see Store.Close and docs/sweep.md).
+	// New otherwise starts (see Store.Close and docs/stores.md).
 	NoSweep bool
 	// SweepEvery is the longest the background sweep waits between two
 	// rounds, when it finds little or nothing to delete. Default 1 minute.

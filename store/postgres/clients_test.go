@@ -79,7 +79,7 @@ func (nt *noteTool) sendAtOnce(tb testing.TB, prefix string, clients, ops int) {
 // created at commit without a read inside the transaction, so no
 // serialization failure of SSI's page-level predicate locks can make them
 // retry (a read of the op record in the transaction, as a handler's Get
-// before its Create, does: docs/postgres.md, "Many clients and the pool").
+// before its Create, does: docs/stores.md, "PostgreSQL").
 func TestDistinctOpsCommitAtFirstAttempt(t *testing.T) {
 	const clients, ops = 32, 640
 	s := newStore(t, newPool(t, clients), nil)

@@ -28,7 +28,7 @@
 // version and an expires_at column and a primary key on (collection, id).
 // Transactions run at SERIALIZABLE isolation and are retried on
 // serialization failures and deadlocks, and once on a unique violation. See
-// docs/postgres.md for the schema, the isolation choice and the costs.
+// docs/stores.md for the schema, the isolation choice and the pool.
 package postgres
 
 import (
@@ -67,7 +67,7 @@ type Options struct {
 	MaxAttempts int
 	// NoSweep turns off the background sweep of expired documents, which
 	// New otherwise starts and Close stops, for a deployment that runs one
-	// sweeping process of its own (docs/sweep.md).
+	// sweeping process of its own (docs/stores.md).
 	NoSweep bool
 	// SweepEvery is the longest the background sweep waits between two
 	// rounds, when it finds little or nothing to delete. Default 1 minute.

@@ -43,7 +43,7 @@ func (tr *batchTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 
 // TestSweepRestsWhileCallsRun: while a Run of the store is in progress, a
 // sweep waits after each batch for as long as the batch took, so that calls
-// do not queue behind batch after batch (docs/sweep.md).
+// do not queue behind batch after batch (docs/stores.md).
 func TestSweepRestsWhileCallsRun(t *testing.T) {
 	tr := &batchTracer{}
 	pool := poolWith(t, 4, pgx.QueryExecModeCacheStatement, nil, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })

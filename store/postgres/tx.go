@@ -227,7 +227,7 @@ var errStatementsMoved = errors.New("postgres: a prepared statement was missing 
 	"or already there under the same name: the connection is most likely behind a pooler that moves clients between server connections " +
 	"(PgBouncer in transaction pooling before 1.21, or without max_prepared_statements), which pgx's default query mode cannot work with; " +
 	"set default_query_exec_mode=exec (or simple_protocol) in the connection string, or ConnConfig.DefaultQueryExecMode on the pool, " +
-	"or turn on the pooler's prepared statement support (docs/postgres.md, \"Behind a pooler\")")
+	"or turn on the pooler's prepared statement support (docs/stores.md, \"PostgreSQL\")")
 
 // poolerHint wraps err with errStatementsMoved when it is the server
 // refusing a prepared statement of pgx's cache or of the store's own

@@ -77,7 +77,7 @@ type Options struct {
 	MaxAttempts int
 	// NoSweep turns off the background sweep of expired documents, which
 	// Open otherwise starts and Close stops, for a deployment that runs one
-	// sweeping process of its own (docs/sweep.md).
+	// sweeping process of its own (docs/stores.md).
 	NoSweep bool
 	// SweepEvery is the longest the background sweep waits between two
 	// rounds, when it finds little or nothing to delete. Default 1 minute.
@@ -535,7 +535,7 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 
 // sweepBatch is the most documents one sweep transaction deletes: about
 // 1-2 ms of this Store's writer at 1M documents on a small machine
-// (docs/sweep.md).
+// (docs/stores.md).
 const sweepBatch = 16
 
 // A sweep checkpoints when it has written about walTarget pages to the WAL
@@ -543,7 +543,7 @@ const sweepBatch = 16
 // a Run's commit would checkpoint, with room for the Runs' own pages. It
 // counts documents, not pages: firstCheckpoint documents at first (a few
 // hundred pages at 1M documents), then as many as filled walTarget pages at
-// the rate its last checkpoint found (docs/sweep.md).
+// the rate its last checkpoint found (docs/stores.md).
 const (
 	walTarget       = 800
 	firstCheckpoint = 128
@@ -657,7 +657,7 @@ func (s *Store) sweepOnce(ctx context.Context, conn *sql.Conn, now int64, n int)
 // maxYields bounds how many times in a row a sweep batch lets waiting Runs
 // go first, so that a steady stream of Runs cannot stop a sweep: with one
 // Run let through a yield, a sweep deletes about 16/4 = 4 documents a Run,
-// more than the op records calls write (docs/sweep.md).
+// more than the op records calls write (docs/stores.md).
 const maxYields = 4
 
 // lockAfterRuns takes the writer token for a sweep batch, letting Runs that

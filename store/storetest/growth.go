@@ -13,13 +13,13 @@ import (
 	"github.com/idemkit/sdk/internal/testenv"
 )
 
-// GrowthCalls is how many first calls the growth run of docs/sweep.md
-// makes with FillOpRecords.
+// GrowthCalls is how many first calls the stores' growth tests make
+// with FillOpRecords.
 const GrowthCalls = 300
 
 // GrowthLabel is the size in bytes of the label each call of the growth
-// run sends: 64 KiB, or the value of IDEMKIT_GROWTH_LABEL (409600 for the
-// run of the figures in docs/sweep.md).
+// run sends: 64 KiB, or the value of IDEMKIT_GROWTH_LABEL (409600 for a
+// label of 400 KB).
 func GrowthLabel(t testing.TB) int {
 	t.Helper()
 	return testenv.Count(t, "IDEMKIT_GROWTH_LABEL", 64<<10)
@@ -40,7 +40,7 @@ type labelOut struct {
 // leaves an op record that holds its answer (the label twice: text and
 // structured content) and expires at now()+ttl. The growth tests of the
 // stores that sweep measure the store before, after, and once their
-// background sweep has deleted the expired records (docs/sweep.md).
+// background sweep has deleted the expired records (docs/stores.md).
 func FillOpRecords(t *testing.T, s idem.Store, now func() time.Time, ttl time.Duration, n, size int) {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "growth", Version: "v0"}, nil)
