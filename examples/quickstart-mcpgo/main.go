@@ -42,6 +42,7 @@ import (
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/mcpgo"
+	"github.com/idemkit/sdk/otelidem"
 )
 
 // Expense is one recorded expense.
@@ -118,25 +119,27 @@ func withUser(ctx context.Context, r *http.Request) context.Context {
 
 // scope is the op's scope: the caller's user over HTTP with -user, ""
 // otherwise (stdio, or HTTP without -user, where all callers are one).
-var scope = mcpgo.Scope(func(ctx context.Context, _ mcp.CallToolRequest) string {
+func scope(ctx context.Context, _ mcp.CallToolRequest) string {
 	u, _ := ctx.Value(userKey{}).(string)
 	return u
-})
+}
 
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *server.MCPServer {
 	srv := server.NewMCPServer("idemkit-quickstart", "v0.1.0")
+	// The server's settings, once: every tool and get_operation take them.
+	guard := mcpgo.New(s, &idem.Options{Tracer: otelidem.NewTracer(nil)}, &mcpgo.Options{Scope: scope})
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// mcp.NewTool would say true); set_budget replaces what was there,
 	// add_expense only adds.
 	mcpgo.AddTool(srv, mcp.NewTool("add_expense", mcp.WithDescription("Record an expense and return its id and the new total. "+
 		"For apps, which mint op_id when the user records the expense and keep it for every retry."),
 		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)),
-		s, addExpense, idem.RequireOpID(), scope)
+		guard, addExpense, idem.RequireOpID())
 	mcpgo.AddTool(srv, mcp.NewTool("set_budget", mcp.WithDescription("Set the budget of a month, replacing any earlier one."),
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
-		s, setBudget, idem.RecordKeys("month"), scope)
-	mcpgo.RegisterStatusTool(srv, s, scope)
+		guard, setBudget, idem.RecordKeys("month"))
+	mcpgo.RegisterStatusTool(srv, guard)
 	return srv
 }
 

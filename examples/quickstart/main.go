@@ -44,6 +44,7 @@ import (
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/otelidem"
 )
 
 // Expense is one recorded expense.
@@ -110,6 +111,8 @@ func setBudget(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Bud
 
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *mcp.Server {
+	// The server's settings, once: every tool and get_operation take them.
+	guard := idem.New(s, &idem.Options{Tracer: otelidem.NewTracer(nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-quickstart", Version: "v0.1.0"}, nil)
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// MCP reads an absent hint as true); set_budget replaces what was
@@ -118,11 +121,11 @@ func NewServer(s idem.Store) *mcp.Server {
 	idem.AddTool(srv, &mcp.Tool{Name: "add_expense", Description: "Record an expense and return its id and the new total. " +
 		"For apps, which mint op_id when the user records the expense and keep it for every retry.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}},
-		s, addExpense, idem.RequireOpID())
+		guard, addExpense, idem.RequireOpID())
 	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no}},
-		s, setBudget, idem.RecordKeys("month"))
-	idem.RegisterStatusTool(srv, s)
+		guard, setBudget, idem.RecordKeys("month"))
+	idem.RegisterStatusTool(srv, guard)
 	return srv
 }
 
