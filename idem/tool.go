@@ -65,18 +65,14 @@ func newTool(def adapter.ToolDef, c *config, s Store, h adapter.Handler, decode 
 		schema.Required = append(schema.Required, c.keys...)
 	}
 	if c.opID {
-		note := opIDOptionalNote
-		if c.requireOpID {
-			note = opIDRequiredNote
-			if c.onlyArg == "" {
-				schema.Required = append(schema.Required, opIDArgument)
-			}
+		if c.requireOpID && c.onlyArg == "" {
+			schema.Required = append(schema.Required, opIDArgument)
 		}
 		p := &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
 		if own, ok := schema.Properties[opIDArgument]; ok {
 			p = own.CloneSchemas()
 		}
-		p.Description = "op_id " + note
+		p.Description = opIDPropertyNote[c.requireOpID]
 		schema.Properties[opIDArgument] = p
 	}
 	// Calls are checked against the schema less a required op_id: an op id
@@ -157,6 +153,14 @@ func retryNotes(c *config, def adapter.ToolDef, idempotent bool) []string {
 		notes = append(notes, note)
 	}
 	return notes
+}
+
+// opIDPropertyNote is the op_id property's description: what the value
+// is, in a line. How to retry with it is said once, in the tool's
+// description (retryNotes), which a model reads beside the schema.
+var opIDPropertyNote = map[bool]string{
+	false: "An id an app minted for this operation before its first attempt. Leave it out unless your client minted it; never invent one.",
+	true:  "An id for this one operation (a UUID), chosen before its first attempt and resent unchanged on every retry: 1..128 printable ASCII characters.",
 }
 
 const (
