@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/google/jsonschema-go v0.4.3
-	github.com/idemkit/sdk v0.0.0-00010101000000-000000000000
+	github.com/idemkit/sdk v0.0.0
 	github.com/idemkit/sdk/internal/storeurl v0.0.0-00010101000000-000000000000
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.opentelemetry.io/otel v1.47.0
@@ -52,6 +52,7 @@ require (
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/idemkit/sdk/idem/mcpgo v0.0.0-00010101000000-000000000000
+	github.com/idemkit/sdk/otelidem v0.0.0-00010101000000-000000000000
 	github.com/idemkit/sdk/store/dynamo v0.0.0-00010101000000-000000000000 // indirect
 	github.com/idemkit/sdk/store/firestore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -99,3 +100,5 @@ replace github.com/idemkit/sdk/store/dynamo => ../store/dynamo
 replace github.com/idemkit/sdk/store/firestore => ../store/firestore
 
 replace github.com/idemkit/sdk/idem/mcpgo => ../idem/mcpgo
+
+replace github.com/idemkit/sdk/otelidem => ../otelidem

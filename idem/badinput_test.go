@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/sdk/store/memory"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated table of docs/bad-input.md and testdata/telemetry.golden")
+var update = flag.Bool("update", false, "rewrite the generated table of docs/clients.md")
 
 // storyIn is the input of the tools the bad-input table is tried on.
 type storyIn struct {
@@ -27,7 +27,7 @@ type storyIn struct {
 	Words int    `json:"words,omitempty" jsonschema:"the word count"`
 }
 
-// TestBadInputTable sends every bad input the table in docs/bad-input.md
+// TestBadInputTable sends every bad input the table in docs/clients.md
 // lists to a keyed tool that accepts op ids (publish) and to one that
 // requires them (append), and checks that each is refused with a code,
 // that the handler did not run, and that nothing was written: no story,
@@ -141,11 +141,11 @@ func TestBadInputTable(t *testing.T) {
 	checkPageTable(t, "BadInputTable", table.String())
 }
 
-// checkPageTable checks that the table of docs/bad-input.md that the test
+// checkPageTable checks that the table of docs/clients.md that the test
 // named writes is table, or rewrites it with -update.
 func checkPageTable(t *testing.T, test, table string) {
 	t.Helper()
-	const page = "../docs/bad-input.md"
+	const page = "../docs/clients.md"
 	begin, end := "<!-- table: go test ./idem -run "+test+" -update -->\n", "<!-- end of table -->\n"
 	doc, err := os.ReadFile(page)
 	if err != nil {
@@ -171,7 +171,7 @@ func checkPageTable(t *testing.T, test, table string) {
 // TestStatusRefusalTable sends get_operation every lookup it cannot answer
 // and checks that each is refused with a code and words about what a
 // lookup needs, that the refusal quotes nothing the caller sent and
-// carries no structured content. The second table of docs/bad-input.md is
+// carries no structured content. The second table of docs/clients.md is
 // its output.
 func TestStatusRefusalTable(t *testing.T) {
 	long := strings.Repeat("x", 129)
@@ -180,7 +180,7 @@ func TestStatusRefusalTable(t *testing.T) {
 		what, args string
 		meta       map[string]any
 		extra      *mcp.RequestExtra
-		opts       []idem.Option
+		opts       *idem.Options
 	}{
 		{what: "arguments that are not an object", args: `[1,2]`},
 		{what: "no arguments (null)", args: `null`},
@@ -196,14 +196,14 @@ func TestStatusRefusalTable(t *testing.T) {
 		{what: "tool empty", args: `{"tool":"","op_id":"a"}`},
 		{what: "tool a number", args: `{"tool":7,"op_id":"a"}`},
 		{what: "an argument get_operation does not have", args: `{"tool":"add","op_id":"a","secret_field":"v"}`},
-		{what: "no caller, on a server with RequireScope", args: `{"tool":"add","op_id":"a"}`, opts: []idem.Option{idem.RequireScope()}},
+		{what: "no caller, on a server with RequireScope", args: `{"tool":"add","op_id":"a"}`, opts: &idem.Options{RequireScope: true}},
 		{what: "a token without a user id", args: `{"tool":"add","op_id":"a"}`, extra: noUser},
 	}
 	ctx := context.Background()
 	var table strings.Builder
 	table.WriteString("| lookup | code | what the caller reads |\n|---|---|---|\n")
 	for _, c := range cases {
-		h := idem.StatusHandler(memory.New(nil), c.opts...)
+		h := idem.StatusHandler(idem.New(memory.New(nil), c.opts))
 		res, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
 			Name: idem.StatusToolName, Arguments: json.RawMessage(c.args), Meta: c.meta}, Extra: c.extra})
 		if err != nil {
@@ -246,16 +246,16 @@ func TestStatusRefusalTable(t *testing.T) {
 }
 
 // A lookup get_operation refuses is reported like any other call: one
-// Observe event (and log record, span and count) with its code.
+// event to the Tracer (and a log record) with its code.
 func TestStatusRefusalIsReported(t *testing.T) {
-	var events []idem.Event
-	h := idem.StatusHandler(memory.New(nil), idem.Observe(func(_ context.Context, e idem.Event) { events = append(events, e) }))
+	var tr tracer
+	h := idem.StatusHandler(idem.New(memory.New(nil), &idem.Options{Tracer: &tr}))
 	res, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
 		Name: idem.StatusToolName, Arguments: json.RawMessage(`{"tool":"add"}`)}})
 	if err != nil || !res.IsError {
 		t.Fatalf("a lookup without an op id: %v %s, want refused", err, mustJSON(res))
 	}
-	if len(events) != 1 || events[0].Outcome != idem.OutcomeRefused || events[0].Code != idem.CodeInvalidOpID {
+	if events := tr.events(); len(events) != 1 || events[0].Outcome != idem.OutcomeRefused || events[0].Code != idem.CodeInvalidOpID {
 		t.Fatalf("events %+v, want one refused with invalid_op_id", events)
 	}
 }

@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
@@ -155,9 +152,9 @@ func BenchmarkMiddlewareSteady(b *testing.B) {
 		return tx.Create(ctx, idem.Key{Collection: "notes", ID: "steady-" + strconv.FormatInt(benchSeq.Add(1), 10)}, in,
 			backend.WithExpiry(time.Now().Add(time.Duration(offset.Load())+time.Hour)))
 	}
-	h := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+	h := idem.DirectTool(idem.New(s, &idem.Options{TTL: time.Hour}), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 		return nil, Added{ID: "x"}, write(ctx, tx, in)
-	}, idem.OpID(), idem.TTL(time.Hour))
+	}, idem.OpID())
 	in := Note{Text: "hello"}
 	every := func(b *testing.B, i int) {
 		if i%1024 == 1023 {
@@ -261,77 +258,4 @@ func BenchmarkOverSession(b *testing.B) {
 		}
 		cpu.report(b)
 	})
-}
-
-// BenchmarkTelemetry is BenchmarkMiddleware's first call and replay on
-// each embedded store, three ways: off (the middleware without spans and
-// metrics, as it was before it had them), noop (the default: the global
-// providers, none set, so nothing is recorded) and sdk (OpenTelemetry's
-// SDK providers with an in-memory span exporter and a manual metric
-// reader). The log record is not in the figures: the default logger
-// discards, and the record is built only for a logger that takes it.
-// Report noop/off and sdk/off of one run.
-func BenchmarkTelemetry(b *testing.B) {
-	for _, store := range []string{"memory", "sqlite"} {
-		b.Run(store, func(b *testing.B) {
-			ctx := context.Background()
-			var s idem.Store = memory.New(nil)
-			if store == "sqlite" {
-				db, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { db.Close() })
-				s = db
-			}
-			handler := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
-				return nil, Added{ID: "x"}, tx.Create(ctx, idem.Key{Collection: "notes", ID: "t-" + strconv.FormatInt(benchSeq.Add(1), 10)}, in)
-			}
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
-			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-			b.Cleanup(func() {
-				tp.Shutdown(ctx)
-				mp.Shutdown(ctx)
-			})
-			tools := map[string]mcp.ToolHandlerFor[Note, Added]{
-				"off":  idem.DirectToolWithoutTelemetry(s, handler, idem.OpID()),
-				"noop": idem.DirectTool(s, handler, idem.OpID()),
-				"sdk":  idem.DirectTool(s, handler, idem.OpID(), idem.TracerProvider(tp), idem.MeterProvider(mp)),
-			}
-			in := Note{Text: "hello"}
-			req := func(opID string) *mcp.CallToolRequest {
-				return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
-					Name: "add_note", Arguments: json.RawMessage(`{"text":"hello","op_id":"` + opID + `"}`)}}
-			}
-			for _, way := range []string{"off", "noop", "sdk"} {
-				h := tools[way]
-				b.Run(way+"-first", func(b *testing.B) {
-					b.ReportAllocs()
-					cpu := startCPU()
-					for b.Loop() {
-						res, _, err := h(ctx, req("tfirst-"+strconv.FormatInt(benchSeq.Add(1), 10)), in)
-						if err != nil || res.IsError {
-							b.Fatal(err, res)
-						}
-					}
-					cpu.report(b)
-				})
-				b.Run(way+"-replay", func(b *testing.B) {
-					r := req("treplay-" + way)
-					if _, _, err := h(ctx, r, in); err != nil {
-						b.Fatal(err)
-					}
-					b.ReportAllocs()
-					cpu := startCPU()
-					for b.Loop() {
-						res, _, err := h(ctx, r, in)
-						if err != nil || res.Meta[idem.MetaReplayed] != true {
-							b.Fatal(err, res)
-						}
-					}
-					cpu.report(b)
-				})
-			}
-		})
-	}
 }

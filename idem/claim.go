@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/internal/adapter"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -41,7 +42,7 @@ const (
 // A handlerReply is a guarded handler's answer: the adapter's Reply, or
 // the library's protocol error.
 type handlerReply struct {
-	Reply
+	adapter.Reply
 	err error
 }
 
@@ -57,16 +58,18 @@ func (r *handlerReply) effect() effect {
 }
 
 // passed is the answer that passes r on.
-func (r *handlerReply) passed() Answer { return Answer{Result: r.Result, Err: r.err, Passed: true} }
+func (r *handlerReply) passed() adapter.Answer {
+	return adapter.Answer{Result: r.Result, Err: r.err, Passed: true}
+}
 
 // A runFunc calls the guarded handler with args: its reply, or a protocol
 // error.
-type runFunc func(ctx context.Context, args json.RawMessage) (Reply, error)
+type runFunc func(ctx context.Context, args json.RawMessage) (adapter.Reply, error)
 
 // An outcall is a guarded call on its way.
 type outcall struct {
 	gt       *guardTool
-	c        *Call
+	c        *adapter.Call
 	opID     string // as sent; "" for none
 	ident    string // what identifies the operation; "" for nothing
 	scope    string
@@ -78,13 +81,16 @@ type outcall struct {
 }
 
 // serve answers one call of a guarded tool.
-func (g *Guard) serve(ctx context.Context, gt *guardTool, c *Call, run runFunc) Answer {
+func (g *Guard) serve(ctx context.Context, gt *guardTool, c *adapter.Call, run runFunc) adapter.Answer {
 	start := time.Now()
+	if g.c.tracer != nil {
+		ctx = g.c.tracer.StartCall(ctx, CallInfo{Tool: c.Tool, SessionID: c.SessionID, ProtocolVersion: c.ProtocolVersion, Meta: c.Meta})
+	}
 	o, refused := g.newOutcall(ctx, gt, c)
 	if o != nil {
 		o.runner = run
 	}
-	var ga Answer
+	var ga adapter.Answer
 	switch {
 	case refused != nil:
 		ga = refusal(refused)
@@ -95,12 +101,12 @@ func (g *Guard) serve(ctx context.Context, gt *guardTool, c *Call, run runFunc) 
 	default:
 		ga = g.serveOp(ctx, o)
 	}
-	g.log(ctx, c.Tool, ga, time.Since(start))
+	g.report(ctx, c.Tool, o, ga, time.Since(start))
 	return ga
 }
 
 // newOutcall checks a call and says what identifies its operation.
-func (g *Guard) newOutcall(ctx context.Context, gt *guardTool, c *Call) (*outcall, *Error) {
+func (g *Guard) newOutcall(ctx context.Context, gt *guardTool, c *adapter.Call) (*outcall, *Error) {
 	if gt.p.c.onlyArg != "" {
 		if named, _ := parseArgs(c.Arguments); !gt.p.c.guards(named) {
 			// A call the tool does not guard (OnlyWhen): as without the guard.
@@ -111,10 +117,11 @@ func (g *Guard) newOutcall(ctx context.Context, gt *guardTool, c *Call) (*outcal
 			return &outcall{gt: gt, c: c, args: args}, nil
 		}
 	}
-	args, opID, refused := gt.t.check(c)
+	in, opID, refused := gt.t.check(c)
 	if refused != nil {
 		return nil, refused
 	}
+	args := in.(json.RawMessage)
 	cfg := gt.p.c
 	if !gt.ownOpID {
 		args = withoutOpID(args)
@@ -213,7 +220,7 @@ func stateOf(rec *oprecord.Record, now time.Time) claimState {
 }
 
 // serveOp answers a call whose operation is identified.
-func (g *Guard) serveOp(ctx context.Context, o *outcall) Answer {
+func (g *Guard) serveOp(ctx context.Context, o *outcall) adapter.Answer {
 	cfg := o.gt.p.c
 	release, _, err := g.fl.acquire(ctx, o.key, cfg.busyAfter)
 	if errors.Is(err, errBusy) {
@@ -322,7 +329,7 @@ func (o *outcall) claimRecord(now time.Time, ttl, lease time.Duration) *oprecord
 
 // runClaimed runs the handler under claim (this call's) and settles the
 // claim by how it went.
-func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Record) Answer {
+func (g *Guard) runClaimed(ctx context.Context, o *outcall, claim *oprecord.Record) adapter.Answer {
 	// The handler runs to its end even when the client goes away, so that
 	// its outcome is known; the lease bounds it.
 	hctx := context.WithValue(context.WithoutCancel(ctx), idempotencyKeyKey{}, o.upstream)
@@ -430,22 +437,22 @@ func (g *Guard) settle(ctx context.Context, k Key, token string, next *oprecord.
 // settleUnknown settles a claim that ended without an answer with the
 // tool's reconcile function, or answers unknown_outcome. again says the
 // record changed meanwhile: the call starts over.
-func (g *Guard) settleUnknown(ctx context.Context, o *outcall, rec *oprecord.Record) (ga Answer, again bool) {
+func (g *Guard) settleUnknown(ctx context.Context, o *outcall, rec *oprecord.Record) (ga adapter.Answer, again bool) {
 	res, done, ok := g.reconcile(ctx, o.gt.t.readResult, o.gt.p.c, o.c, o.key, rec, o.upstream)
 	switch {
 	case !ok:
 		return o.refuse(CodeUnknownOutcome, o.unknownMessage()), false
 	case done != nil:
-		return Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}, false
+		return adapter.Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}, false
 	}
-	return Answer{}, true // released: claim again
+	return adapter.Answer{}, true // released: claim again
 }
 
 // reconcile asks cfg's reconcile function about rec, an unknown outcome,
 // and stores what it says. ok is false when it cannot tell (or there is
 // none); done is the stored answer when the effect happened, res its
 // result; both nil when it did not happen and the claim was released.
-func (g *Guard) reconcile(ctx context.Context, decode func(json.RawMessage) (any, error), cfg *config, c *Call, k Key, rec *oprecord.Record, upstream string) (res any, done *oprecord.Record, ok bool) {
+func (g *Guard) reconcile(ctx context.Context, decode func(json.RawMessage) (any, error), cfg *config, c *adapter.Call, k Key, rec *oprecord.Record, upstream string) (res any, done *oprecord.Record, ok bool) {
 	if cfg.reconcile == nil {
 		return nil, nil, false
 	}
@@ -486,7 +493,7 @@ func (g *Guard) reconcile(ctx context.Context, decode func(json.RawMessage) (any
 }
 
 // callReconcile calls cfg's reconcile function, a panic in it "cannot tell".
-func callReconcile(ctx context.Context, cfg *config, c *Call, p Pending) (res any, err error) {
+func callReconcile(ctx context.Context, cfg *config, c *adapter.Call, p Pending) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			cfg.logger.LogAttrs(ctx, slog.LevelError, "idem: reconcile panicked", slog.String("tool", p.Tool), slog.Any("panic", r))
@@ -497,15 +504,15 @@ func callReconcile(ctx context.Context, cfg *config, c *Call, p Pending) (res an
 }
 
 // replay answers a stored answer.
-func (o *outcall) replay(rec *oprecord.Record) Answer {
+func (o *outcall) replay(rec *oprecord.Record) adapter.Answer {
 	res, err := o.gt.t.readResult(rec.Result)
 	if err != nil {
 		return o.refuse(CodeInternal, "this operation took effect, but its stored answer cannot be given back; do not send it again")
 	}
-	return Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}
+	return adapter.Answer{Result: res, Meta: map[string]any{MetaReplayed: true}}
 }
 
-func (o *outcall) keyReused() Answer {
+func (o *outcall) keyReused() adapter.Answer {
 	switch {
 	case o.opID != "":
 		return o.refuse(CodeKeyReused, keyReusedMessage)
@@ -525,7 +532,7 @@ func (o *outcall) unknownMessage() string {
 
 // refuse is a refusal of o with code and msg, carrying the op id where
 // the caller acts on it.
-func (o *outcall) refuse(code Code, msg string) Answer {
+func (o *outcall) refuse(code Code, msg string) adapter.Answer {
 	e := &Error{Code: code, Message: msg}
 	if code == CodeBusy || code == CodeUnknownOutcome {
 		e.OpID = o.opID
@@ -533,8 +540,9 @@ func (o *outcall) refuse(code Code, msg string) Answer {
 	return refusal(e)
 }
 
-// log writes the call's log record.
-func (g *Guard) log(ctx context.Context, tool string, ga Answer, d time.Duration) {
+// report tells the logger and the tracer how a guarded call ended; o is
+// nil for a call refused before its operation was identified.
+func (g *Guard) report(ctx context.Context, tool string, o *outcall, ga adapter.Answer, d time.Duration) {
 	code, _ := ga.Meta[MetaError].(string)
 	outcome := OutcomeFirst
 	switch {
@@ -547,4 +555,11 @@ func (g *Guard) log(ctx context.Context, tool string, ga Answer, d time.Duration
 	}
 	g.c.logger.LogAttrs(ctx, levelOf(outcome, Code(code)), "idem: call",
 		slog.String("tool", tool), slog.String("outcome", string(outcome)), slog.String("code", code), slog.Duration("duration", d))
+	if g.c.tracer != nil {
+		e := Event{Outcome: outcome, Code: Code(code), Tool: tool, Duration: d}
+		if o != nil {
+			e.Scope, e.OpID, e.Fingerprint = o.scope, o.opID, o.fp
+		}
+		g.c.tracer.EndCall(ctx, e)
+	}
 }

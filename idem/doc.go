@@ -5,13 +5,14 @@
 // Wrap the handler, and the write lands once:
 //
 //	store, _ := sqlite.Open("app.db", nil) // or memory.New(nil), postgres.New(pool, nil)
+//	guard := idem.New(store, nil)         // once per server: TTL, scope, logger, tracer
 //	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
-//	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, store,
+//	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, guard,
 //		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 //			id := newID() // server-made: a second run would add a second note
 //			return nil, Added{ID: id}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
 //		}, idem.RequireOpID())
-//	idem.RegisterStatusTool(srv, store) // get_operation, for unknown outcomes
+//	idem.RegisterStatusTool(srv, guard) // get_operation, for unknown outcomes
 //
 // Two kinds of callers, two kinds of keys:
 //
@@ -42,9 +43,8 @@
 // record a close or delete without an id means; [AfterCommit] runs outbound
 // effects after a real commit only (see package sideeffect).
 //
-// The middleware knows no MCP library: it takes a [Call] and answers an
-// [Answer], and AddTool is its adapter to the go-sdk. A server on
-// mark3labs/mcp-go uses the module github.com/idemkit/sdk/idem/mcpgo, the
-// same middleware with mcp-go's types; [Wrap] is what such an adapter
-// builds on.
+// A server whose tools exist already, and whose writes go to an outside
+// API, keeps its handlers and adds one line: [Guard.Middleware]. A server
+// on mark3labs/mcp-go uses the module github.com/idemkit/sdk/idem/mcpgo,
+// the same middleware with mcp-go's types.
 package idem

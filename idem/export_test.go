@@ -13,7 +13,7 @@ import (
 const StatusToolName = statusToolName
 
 var (
-	HasOpID      = hasOpID
+	HasOpID      = Queued
 	Fingerprint  = fingerprintArgs
 	ValidateOpID = func(id string) error {
 		if err := validateOpID(id); err != nil {
@@ -28,15 +28,7 @@ var (
 // arguments from req; in is not used, and the typed output is not returned
 // (it is in the result's structured content).
 func DirectTool[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
-	return directTool(newConfig(opts), s, h)
-}
-
-// DirectToolWithoutTelemetry is DirectTool without spans and metrics, as
-// the middleware was before it had them: the baseline of
-// BenchmarkTelemetry.
-func DirectToolWithoutTelemetry[In, Out any](s Store, h HandlerFor[In, Out], opts ...Option) mcp.ToolHandlerFor[In, Out] {
-	c := newConfig(opts)
-	c.instruments = nil
+	c, s := configFor(s, opts)
 	return directTool(c, s, h)
 }
 
@@ -56,8 +48,8 @@ func directTool[In, Out any](c *config, s Store, h HandlerFor[In, Out]) mcp.Tool
 }
 
 // StatusHandler returns the handler RegisterStatusTool registers.
-func StatusHandler(s Store, opts ...Option) mcp.ToolHandler {
-	w, err := statusTool(s, decodeResult, opts...)
+func StatusHandler(s Store) mcp.ToolHandler {
+	w, err := statusTool(s, decodeResult)
 	if err != nil {
 		panic(err)
 	}

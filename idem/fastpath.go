@@ -6,7 +6,7 @@ package idem
 // of, the usual ones, and answers exactly as the library would; everything
 // else goes to the library. FuzzFastCheck and FuzzCanonical compare the
 // two. Together they buy 7-12% of a first call on PostgreSQL (A/B in one
-// run, docs/middleware.md). The other JSON the middleware reads and writes
+// run). The other JSON the middleware reads and writes
 // for itself (the argument members, the op record) is segmentio's, the
 // go-sdk's own JSON library.
 

@@ -8,10 +8,13 @@ import (
 	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // This file adapts the middleware to the official go-sdk: its tools,
-// requests and results to and from [ToolDef], [Call], [Reply] and [Answer].
+// requests and results to and from package adapter's ToolDef, Call, Reply
+// and Answer.
 
 // HandlerFor is a typed tool handler that writes through tx. It mirrors
 // [mcp.ToolHandlerFor] with the transaction added: everything it writes
@@ -102,11 +105,11 @@ func Tool[In, Out any](t *mcp.Tool, s Store, h HandlerFor[In, Out], opts ...Opti
 }
 
 // sdkTool wraps h, a go-sdk handler, for tool t.
-func sdkTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]) (*tool[In, Out], error) {
-	return newTool(toolDef(t), c, s, func(ctx context.Context, tx Tx, c *Call, in In) (Reply, Out, error) {
+func sdkTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]) (*tool, error) {
+	return newTool(toolDef(t), c, s, adapter.For(func(ctx context.Context, tx Tx, c *adapter.Call, in In) (adapter.Reply, Out, error) {
 		res, out, err := h(ctx, tx, c.Request.(*mcp.CallToolRequest), in)
 		return replyOf(res), out, err
-	}, decodeResult)
+	}), decodeResult)
 }
 
 // RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
@@ -118,10 +121,10 @@ func sdkTool[In, Out any](t *mcp.Tool, c *config, s Store, h HandlerFor[In, Out]
 // operation again, with the same op id. Every refusal says what a lookup
 // needs, with a [Code], and quotes nothing the caller sent.
 //
-// Of opts, [Scope], [RequireScope] and [Logger] apply; pass the same ones as
-// the tools.
-func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
-	w, err := WrapStatus(s, decodeResult, opts...)
+// s is the server's [Guard], whose scope, logger and clock it takes, as
+// the tools registered on it do; or a store, with the defaults.
+func RegisterStatusTool(srv *mcp.Server, s Store) {
+	w, err := statusTool(s, decodeResult)
 	if err != nil {
 		panic(err.Error())
 	}
@@ -129,27 +132,9 @@ func RegisterStatusTool(srv *mcp.Server, s Store, opts ...Option) {
 	srv.AddTool(published(t, w.Def), handlerOf(w.Call))
 }
 
-// Scope sets who an op belongs to (a user or tenant id). Op ids are looked
-// up within a scope, so one caller can never read another's result. The
-// default is the authenticated user id of the request
-// (req.Extra.TokenInfo.UserID), or "" when there is none (stdio and
-// in-memory transports).
-func Scope(f func(ctx context.Context, req *mcp.CallToolRequest) string) Option {
-	if f == nil {
-		return ScopeFunc(nil)
-	}
-	return ScopeFunc(func(ctx context.Context, c *Call) string {
-		req, ok := c.Request.(*mcp.CallToolRequest)
-		if !ok {
-			return c.User // another library's call: its adapter found the user
-		}
-		return f(ctx, req)
-	})
-}
-
 // toolDef is t as the middleware reads it.
-func toolDef(t *mcp.Tool) ToolDef {
-	def := ToolDef{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Meta: t.Meta}
+func toolDef(t *mcp.Tool) adapter.ToolDef {
+	def := adapter.ToolDef{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Meta: t.Meta}
 	if a := t.Annotations; a != nil {
 		def.ReadOnly, def.Idempotent = a.ReadOnlyHint, a.IdempotentHint
 		def.Destructive = a.DestructiveHint != nil && *a.DestructiveHint
@@ -158,7 +143,7 @@ func toolDef(t *mcp.Tool) ToolDef {
 }
 
 // published is t as def, the published definition, says.
-func published(t *mcp.Tool, def ToolDef) *mcp.Tool {
+func published(t *mcp.Tool, def adapter.ToolDef) *mcp.Tool {
 	tt := *t
 	var ann mcp.ToolAnnotations
 	if t.Annotations != nil {
@@ -174,7 +159,7 @@ func published(t *mcp.Tool, def ToolDef) *mcp.Tool {
 
 // handlerOf is the go-sdk tool handler of a wrapped tool's serve. It
 // answers every call with a result, never a protocol error.
-func handlerOf(serve func(context.Context, *Call) Answer) mcp.ToolHandler {
+func handlerOf(serve func(context.Context, *adapter.Call) adapter.Answer) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req == nil || req.Params == nil {
 			return resultOf(refusal(newError(CodeInternal, "no tool call request"))), nil
@@ -184,8 +169,8 @@ func handlerOf(serve func(context.Context, *Call) Answer) mcp.ToolHandler {
 }
 
 // callOf is req as the middleware reads it.
-func callOf(req *mcp.CallToolRequest) *Call {
-	c := &Call{Tool: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta, Request: req}
+func callOf(req *mcp.CallToolRequest) *adapter.Call {
+	c := &adapter.Call{Tool: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta, Request: req}
 	if e := req.Extra; e != nil {
 		switch {
 		case e.TokenInfo != nil:
@@ -206,15 +191,15 @@ func callOf(req *mcp.CallToolRequest) *Call {
 }
 
 // replyOf is a handler's result as the middleware reads it.
-func replyOf(res *mcp.CallToolResult) Reply {
+func replyOf(res *mcp.CallToolResult) adapter.Reply {
 	if res == nil {
-		return Reply{}
+		return adapter.Reply{}
 	}
-	r := Reply{Result: res, Transient: res.InputRequests != nil}
+	r := adapter.Reply{Result: res, Transient: res.InputRequests != nil}
 	if res.IsError {
-		r.ErrorCode = CodeNotSaved
+		r.ErrorCode = string(CodeNotSaved)
 		if code, ok := res.Meta[MetaError].(string); ok && code != "" {
-			r.ErrorCode = Code(code)
+			r.ErrorCode = code
 		}
 	}
 	return r
@@ -223,7 +208,7 @@ func replyOf(res *mcp.CallToolResult) Reply {
 // resultOf builds the tool result as the SDK does for typed handlers: the
 // structured output, and a text copy of it when the handler sent no content
 // (or sent content beside an output that is not an object).
-func resultOf(a Answer) *mcp.CallToolResult {
+func resultOf(a adapter.Answer) *mcp.CallToolResult {
 	res, _ := a.Result.(*mcp.CallToolResult)
 	if res == nil {
 		res = &mcp.CallToolResult{}
@@ -278,11 +263,12 @@ func decodeResult(stored json.RawMessage) (any, error) {
 	return res, nil
 }
 
-// hasOpID reports whether req carries an op id (see [Call.HasOpID]).
-func hasOpID(req *mcp.CallToolRequest) bool {
+// Queued reports whether req carries an op id, as the op_id argument or in
+// _meta, well formed or not: such a call is queued or replayed, and names
+// its record (see [TargetQuery]).
+func Queued(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
-	c := Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta}
-	return c.HasOpID()
+	return hasOpID(&adapter.Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta})
 }

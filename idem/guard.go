@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // A Guard protects the tools of a server you already have: it is made once
@@ -55,7 +58,7 @@ type Guard struct {
 	// writer).
 	recent *recentOps
 
-	status *Wrapped // get_operation, as published
+	status *adapter.Wrapped // get_operation, as published
 
 	mu   sync.Mutex            // guards defs
 	defs map[defKey]*guardTool // the guarded tools as the server lists them
@@ -81,16 +84,21 @@ type Options struct {
 	// or "" without one. Operations are looked up within a scope. A
 	// server on mcp-go sets its scope in mcpgo.Options instead.
 	Scope func(ctx context.Context, req *mcp.CallToolRequest) string
-	// CallScope is Scope for an adapter to another MCP library, which finds
-	// its own request in c.Request (mcpgo.New sets it). Set one of the two.
-	CallScope func(ctx context.Context, c *Call) string
-	// RequireScope refuses a guarded call whose scope is "" with
-	// scope_required.
+	// RequireScope refuses a call whose scope is "" with scope_required.
 	RequireScope bool
-	// Logger gets one record per guarded call (default: discard).
+	// Logger gets one record per call, when it is answered, with the tool,
+	// the [Outcome], the code of a refusal, the scope, a hash of the op id,
+	// the argument fingerprint and the duration; never an argument value or
+	// the op id itself. Its level is Info for answers and for refusals the
+	// caller can act on, Warn for key_reused, busy and contended, Error for
+	// internal and unknown_outcome. A handler's panic adds a record with
+	// its stack. The default discards.
 	Logger *slog.Logger
-	// Now is the clock (default time.Now).
+	// Now is the clock of expiry and leases (default time.Now).
 	Now func() time.Time
+	// Tracer is told of every call as it arrives and as it is answered
+	// (default: none). otelidem.NewTracer makes one for OpenTelemetry.
+	Tracer Tracer
 	// HTTPEffects says that the guarded tools' effects are HTTP requests
 	// sent through [Transport], and nothing else: a failed call is then not
 	// done when none of its requests can have acted (see Transport), and
@@ -106,56 +114,65 @@ type Options struct {
 type Tools map[string][]Option
 
 // New returns the Guard of a server whose operations are kept in s. It
-// panics if s is nil, a duration in opts is negative, or both Scope and
-// CallScope are set: mistakes in the server's code.
+// panics if s is nil or a duration in opts is negative: mistakes in the
+// server's code.
 func New(s Store, opts *Options) *Guard {
-	if s == nil {
-		panic("idem: New needs a store")
-	}
 	if opts == nil {
 		opts = &Options{}
 	}
-	var base []Option
-	if opts.TTL != 0 {
-		base = append(base, TTL(opts.TTL))
+	var scope func(ctx context.Context, c *adapter.Call) string
+	if f := opts.Scope; f != nil {
+		scope = func(ctx context.Context, c *adapter.Call) string {
+			req, ok := c.Request.(*mcp.CallToolRequest)
+			if !ok {
+				return c.User // another library's call: its adapter found the user
+			}
+			return f(ctx, req)
+		}
 	}
-	if opts.BusyAfter != 0 {
-		base = append(base, BusyAfter(opts.BusyAfter))
+	return newGuard(s, opts, scope)
+}
+
+// newGuard is New with the scope as a function of an adapter.Call, for an
+// adapter to another MCP library, which finds its own request in
+// c.Request; nil for the default.
+func newGuard(s Store, opts *Options, scope func(ctx context.Context, c *adapter.Call) string) *Guard {
+	if s == nil {
+		panic("idem: New needs a store")
 	}
-	switch {
-	case opts.Scope != nil && opts.CallScope != nil:
-		panic("idem: New: set Scope or CallScope, not both")
-	case opts.Scope != nil:
-		base = append(base, Scope(opts.Scope))
-	case opts.CallScope != nil:
-		base = append(base, ScopeFunc(opts.CallScope))
+	c := defaultConfig()
+	if opts.TTL < 0 || opts.BusyAfter < 0 || opts.Lease < 0 {
+		panic("idem: New: TTL, BusyAfter and Lease must not be negative")
 	}
-	if opts.RequireScope {
-		base = append(base, RequireScope())
+	if opts.TTL > 0 {
+		c.ttl = opts.TTL
 	}
+	if opts.BusyAfter > 0 {
+		c.busyAfter = opts.BusyAfter
+	}
+	if scope != nil {
+		c.scope, c.customScope = scope, true
+	}
+	c.requireScope = opts.RequireScope
 	if opts.Logger != nil {
-		base = append(base, Logger(opts.Logger))
+		c.logger = opts.Logger
 	}
 	if opts.Now != nil {
-		base = append(base, Clock(opts.Now))
+		c.now = opts.Now
 	}
-	c := newConfig(base)
-	if c.err != nil {
-		panic("idem: New: " + c.err.Error())
-	}
+	c.tracer = opts.Tracer
 	lease := time.Minute
-	switch {
-	case opts.Lease < 0:
-		panic(fmt.Sprintf("idem: New: Lease must not be negative, not %v", opts.Lease))
-	case opts.Lease > 0:
+	if opts.Lease > 0 {
 		lease = opts.Lease
 	}
-	status, err := WrapStatus(s, decodeResult, base...)
+	g := &Guard{s: s, c: c, lease: lease, httpEffects: opts.HTTPEffects, fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
+		defs: make(map[defKey]*guardTool)}
+	status, err := statusTool(g, decodeResult)
 	if err != nil {
 		panic(err.Error())
 	}
-	return &Guard{s: s, c: c, lease: lease, httpEffects: opts.HTTPEffects, fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
-		status: status, defs: make(map[defKey]*guardTool)}
+	g.status = status
+	return g
 }
 
 // A policy is how a Guard guards one tool: the server-wide settings with
@@ -183,37 +200,15 @@ func (g *Guard) policies(tools Tools) map[string]*policy {
 }
 
 // toolConfig is the Guard's settings with a tool's options applied, for a
-// tool it guards (outside) or one registered with AddTool on it. An option
-// that belongs to the server is refused.
+// tool it guards (outside) or one registered with AddTool on it.
 func (g *Guard) toolConfig(opts []Option, outside bool) *config {
-	c := *g.c
-	c.keys, c.err = nil, nil
-	for _, o := range opts {
-		switch {
-		case o.server != "":
-			c.invalid("%s is a server-wide setting: set it once for the server (idem.Options; on mcp-go, mcpgo.Options for the scope)", o.server)
-		case o.apply != nil:
-			o.apply(&c)
-		}
-	}
-	c.opID = c.opID || c.requireOpID
-	c.outside = outside
-	if outside {
-		c.instruments = nil // a guarded call is reported by the Guard's log record
-	} else {
-		c.instruments = newInstruments(c.tracerProvider, c.meterProvider) // each tool names its own
-	}
-	if c.forApps && (!c.requireOpID || len(c.keys) > 0) {
-		c.invalid("ForApps is for a tool with RequireOpID and no RecordKeys")
-	}
-	return &c
+	return g.c.withTool(opts, outside)
 }
 
 // Run runs fn in a transaction of the Guard's store. A Guard is the
 // server's Store too: [AddTool], [Tool] and [RegisterStatusTool] given a
-// Guard take its server-wide settings (TTL, scope, logger, clock), so that
-// the tools, get_operation and the guarded tools cannot disagree, and refuse
-// them among a tool's own options.
+// Guard take its server-wide settings (TTL, scope, logger, clock, tracer),
+// so that the tools, get_operation and the guarded tools cannot disagree.
 func (g *Guard) Run(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
 	return g.s.Run(ctx, fn)
 }
@@ -224,15 +219,25 @@ func configFor(s Store, opts []Option) (*config, Store) {
 	if g, ok := s.(*Guard); ok {
 		return g.toolConfig(opts, false), g.s
 	}
-	return newConfig(opts), s
+	return defaultConfig().withTool(opts, false), s
+}
+
+// rawArgs is a guarded tool's handler as its checks see it: its arguments
+// are kept as sent, and it is never called (the server's own handler is).
+var rawArgs = adapter.Handler{
+	In:  reflect.TypeFor[json.RawMessage](),
+	Out: reflect.TypeFor[any](),
+	Decode: func(args json.RawMessage) (any, error) {
+		return slices.Clone(args), nil
+	},
 }
 
 // A guardTool is a guarded tool as the server lists it: what to publish
 // instead, and how its calls are checked.
 type guardTool struct {
 	p       *policy
-	t       *tool[json.RawMessage, any] // the checks and the published definition; its handler is never called
-	ownOpID bool                        // the server's own schema has an op_id property: it is passed on
+	t       *tool // the checks and the published definition; its handler is never called
+	ownOpID bool  // the server's own schema has an op_id property: it is passed on
 }
 
 // defKey names one definition of a tool: its name and a hash of how the
@@ -245,7 +250,7 @@ type defKey struct {
 // guardTool returns the guarded form of def, the tool as the server lists
 // it, made once per definition. It returns nil and an error when the
 // server's definition cannot be guarded (a schema that cannot be read).
-func (g *Guard) guardTool(p *policy, def ToolDef, raw []byte, decode func(json.RawMessage) (any, error)) (*guardTool, error) {
+func (g *Guard) guardTool(p *policy, def adapter.ToolDef, raw []byte, decode func(json.RawMessage) (any, error)) (*guardTool, error) {
 	k := defKey{name: def.Name, sum: sha256.Sum256(raw)}
 	g.mu.Lock()
 	gt, ok := g.defs[k]
@@ -254,12 +259,12 @@ func (g *Guard) guardTool(p *policy, def ToolDef, raw []byte, decode func(json.R
 		return gt, nil
 	}
 	_, ownOpID := schemaProperties(def.InputSchema)[opIDArgument]
-	t, err := newTool[json.RawMessage, any](def, p.c, g.s, nil, decode)
+	t, err := newTool(def, p.c, g.s, rawArgs, decode)
 	if err != nil && def.Idempotent {
 		// The server's own claim cannot stand with these options (an
 		// optional op id and no keys): the hint says false.
 		def.Idempotent = false
-		t, err = newTool[json.RawMessage, any](def, p.c, g.s, nil, decode)
+		t, err = newTool(def, p.c, g.s, rawArgs, decode)
 	}
 	if err != nil {
 		return nil, err
@@ -345,9 +350,9 @@ type Pending struct {
 //     stays unknown.
 func Reconcile(f func(ctx context.Context, req *mcp.CallToolRequest, p Pending) (*mcp.CallToolResult, error)) Option {
 	if f == nil {
-		return ReconcileFunc(nil)
+		return reconcileOption(nil)
 	}
-	return ReconcileFunc(func(ctx context.Context, c *Call, p Pending) (any, error) {
+	return reconcileOption(func(ctx context.Context, c *adapter.Call, p Pending) (any, error) {
 		req, _ := c.Request.(*mcp.CallToolRequest)
 		res, err := f(ctx, req, p)
 		if res == nil {
@@ -357,10 +362,10 @@ func Reconcile(f func(ctx context.Context, req *mcp.CallToolRequest, p Pending) 
 	})
 }
 
-// ReconcileFunc sets how a guarded tool's unknown outcomes are settled, as
-// [Reconcile] does, from a [Call]: for adapters, whose reconcile options
-// find their library's request in c.Request and return its result type.
-func ReconcileFunc(f func(ctx context.Context, c *Call, p Pending) (any, error)) Option {
+// reconcileOption is [Reconcile] with the call as an adapter.Call: for
+// adapters, whose reconcile options find their library's request in
+// c.Request and return its result type.
+func reconcileOption(f func(ctx context.Context, c *adapter.Call, p Pending) (any, error)) Option {
 	return Option{apply: func(c *config) {
 		if f == nil {
 			c.invalid("Reconcile needs a function")

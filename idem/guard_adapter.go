@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
-// Guarded is a [Guard]'s middleware in no MCP library's types, as
-// [Guard.Middleware] uses it for the go-sdk and the module
-// github.com/idemkit/sdk/idem/mcpgo for mark3labs/mcp-go. A server author
-// uses an adapter, not Guarded.
-type Guarded struct {
+// guarded is a [Guard]'s middleware in no MCP library's types
+// (adapter.Guarded), as [Guard.Middleware] uses it for the go-sdk and the
+// module github.com/idemkit/sdk/idem/mcpgo for mark3labs/mcp-go.
+type guarded struct {
 	g      *Guard
 	ps     map[string]*policy
 	decode func(json.RawMessage) (any, error)
@@ -21,22 +22,22 @@ type Guarded struct {
 	byID map[any]*guardTool // by the library's own tool value, for libraries that keep one (the go-sdk's *mcp.Tool)
 }
 
-// Guarded returns the middleware that guards tools, as [Guard.Middleware]
+// guard returns the middleware that guards tools, as [Guard.Middleware]
 // does; decode turns a stored result (its JSON) into a fresh value of the
 // library's result type. It panics where Middleware does.
-func (g *Guard) Guarded(tools Tools, decode func(json.RawMessage) (any, error)) *Guarded {
-	return &Guarded{g: g, ps: g.policies(tools), decode: decode, byID: make(map[any]*guardTool)}
+func (g *Guard) guard(tools Tools, decode adapter.Decoder) *guarded {
+	return &guarded{g: g, ps: g.policies(tools), decode: decode, byID: make(map[any]*guardTool)}
 }
 
-// Guards reports whether calls of the tool named name go through [Guarded.Call].
-func (a *Guarded) Guards(name string) bool { return a.ps[name] != nil }
+// Guards reports whether calls of the tool named name go through Call.
+func (a *guarded) Guards(name string) bool { return a.ps[name] != nil }
 
 // Publish returns def, a guarded tool as the server lists it, as it is
 // published: honest hints, op_id in the schema, a description that says
 // which arguments are keys. ok is false for a tool that is not guarded,
 // or whose definition cannot be (the error is logged): publish def as it
 // is.
-func (a *Guarded) Publish(ctx context.Context, def ToolDef) (pub ToolDef, ok bool) {
+func (a *guarded) Publish(ctx context.Context, def adapter.ToolDef) (pub adapter.ToolDef, ok bool) {
 	gt := a.tool(ctx, def)
 	if gt == nil {
 		return def, false
@@ -46,12 +47,12 @@ func (a *Guarded) Publish(ctx context.Context, def ToolDef) (pub ToolDef, ok boo
 
 // Status is get_operation as published: readOnlyHint true, destructiveHint
 // and openWorldHint false.
-func (a *Guarded) Status() ToolDef { return a.g.status.Def }
+func (a *guarded) Status() adapter.ToolDef { return a.g.status.Def }
 
 // ListsStatus reports whether get_operation is to be listed: some guarded
 // tool takes an op id, which is what it looks operations up by. (A server
-// that lists its own get_operation gets [Guarded.Status] in its place.)
-func (a *Guarded) ListsStatus() bool {
+// that lists its own get_operation gets Status in its place.)
+func (a *guarded) ListsStatus() bool {
 	for _, p := range a.ps {
 		if p.c.opID {
 			return true
@@ -63,12 +64,12 @@ func (a *Guarded) ListsStatus() bool {
 // Call answers c, a call of the guarded tool def (as the server lists it):
 // a refusal, a replay, or run's own answer (Answer.Passed). run calls the
 // server's handler with the arguments it is to get.
-func (a *Guarded) Call(ctx context.Context, def ToolDef, c *Call, run func(ctx context.Context, args json.RawMessage) (Reply, error)) Answer {
+func (a *guarded) Call(ctx context.Context, def adapter.ToolDef, c *adapter.Call, run func(ctx context.Context, args json.RawMessage) (adapter.Reply, error)) adapter.Answer {
 	return a.call(ctx, a.tool(ctx, def), c, run)
 }
 
 // call answers c, a call of gt (nil: a tool that cannot be guarded).
-func (a *Guarded) call(ctx context.Context, gt *guardTool, c *Call, run runFunc) Answer {
+func (a *guarded) call(ctx context.Context, gt *guardTool, c *adapter.Call, run runFunc) adapter.Answer {
 	if gt == nil {
 		var r handlerReply
 		r.Reply, r.err = run(ctx, c.Arguments)
@@ -78,7 +79,7 @@ func (a *Guarded) call(ctx context.Context, gt *guardTool, c *Call, run runFunc)
 }
 
 // Lookup answers c, a call of get_operation.
-func (a *Guarded) Lookup(ctx context.Context, c *Call) Answer {
+func (a *guarded) Lookup(ctx context.Context, c *adapter.Call) adapter.Answer {
 	return a.g.lookup(ctx, a.ps, c, a.decode)
 }
 
@@ -87,7 +88,7 @@ func (a *Guarded) Lookup(ctx context.Context, c *Call) Answer {
 // guarded form: without it a replay costs 1.21 (SQLite) and 1.25
 // (PostgreSQL) times as much, a first call 1.01 and 1.02 (paired rounds
 // of BenchmarkGuard).
-func (a *Guarded) toolByID(ctx context.Context, id any, def func() ToolDef) *guardTool {
+func (a *guarded) toolByID(ctx context.Context, id any, def func() adapter.ToolDef) *guardTool {
 	a.mu.Lock()
 	gt, ok := a.byID[id]
 	a.mu.Unlock()
@@ -107,7 +108,7 @@ func (a *Guarded) toolByID(ctx context.Context, id any, def func() ToolDef) *gua
 
 // tool is the guarded form of def; nil when def's tool is not guarded or
 // cannot be.
-func (a *Guarded) tool(ctx context.Context, def ToolDef) *guardTool {
+func (a *guarded) tool(ctx context.Context, def adapter.ToolDef) *guardTool {
 	p := a.ps[def.Name]
 	if p == nil {
 		return nil
@@ -122,4 +123,31 @@ func (a *Guarded) tool(ctx context.Context, def ToolDef) *guardTool {
 	a.g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: a tool named in Middleware cannot be guarded; it runs unguarded",
 		slog.String("tool", p.name), slog.String("error", fmt.Sprint(err)))
 	return nil
+}
+
+// What this package lends its adapters (package adapter says what each
+// is).
+func init() {
+	adapter.NewGuard = func(s Store, opts any, scope func(ctx context.Context, c *adapter.Call) string) any {
+		o, _ := opts.(*Options)
+		if o == nil {
+			o = &Options{}
+		}
+		return newGuard(s, o, scope)
+	}
+	adapter.Guard = func(g any, tools any, decode adapter.Decoder) adapter.Guarded {
+		return g.(*Guard).guard(tools.(Tools), decode)
+	}
+	adapter.Wrap = func(def adapter.ToolDef, s Store, h adapter.Handler, decode adapter.Decoder, opts any) (*adapter.Wrapped, error) {
+		o, _ := opts.([]Option)
+		return wrap(def, s, h, decode, o)
+	}
+	adapter.WrapStatus = statusTool
+	adapter.Reconcile = func(f func(ctx context.Context, c *adapter.Call, p any) (any, error)) any {
+		if f == nil {
+			return reconcileOption(nil)
+		}
+		return reconcileOption(func(ctx context.Context, c *adapter.Call, p Pending) (any, error) { return f(ctx, c, p) })
+	}
+	adapter.HasOpID = hasOpID
 }

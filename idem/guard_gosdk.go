@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // Middleware returns the go-sdk receiving middleware that guards the
@@ -48,7 +50,7 @@ import (
 // one built once. Middleware panics if a tool's options hold a server-wide
 // setting or a value they cannot use.
 func (g *Guard) Middleware(tools Tools) mcp.Middleware {
-	a := g.Guarded(tools, decodeResult)
+	a := g.guard(tools, decodeResult)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
@@ -77,7 +79,7 @@ func (g *Guard) Middleware(tools Tools) mcp.Middleware {
 
 // listed is lr with the guarded tools as they are published, and
 // get_operation on the last page.
-func listed(ctx context.Context, a *Guarded, lr *mcp.ListToolsResult) *mcp.ListToolsResult {
+func listed(ctx context.Context, a *guarded, lr *mcp.ListToolsResult) *mcp.ListToolsResult {
 	out := *lr
 	out.Tools = make([]*mcp.Tool, 0, len(lr.Tools)+1)
 	status := &mcp.Tool{Name: statusToolName, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), OpenWorldHint: new(false)}}
@@ -89,7 +91,7 @@ func listed(ctx context.Context, a *Guarded, lr *mcp.ListToolsResult) *mcp.ListT
 		case t.Name == statusToolName:
 			t, listedStatus = status, true
 		case a.Guards(t.Name):
-			if gt := a.toolByID(ctx, t, func() ToolDef { return toolDef(t) }); gt != nil {
+			if gt := a.toolByID(ctx, t, func() adapter.ToolDef { return toolDef(t) }); gt != nil {
 				t = published(t, gt.t.def)
 			}
 		}
@@ -102,19 +104,19 @@ func listed(ctx context.Context, a *Guarded, lr *mcp.ListToolsResult) *mcp.ListT
 }
 
 // callGuarded answers a call of a guarded tool.
-func callGuarded(ctx context.Context, a *Guarded, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
+func callGuarded(ctx context.Context, a *guarded, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
 	t := findTool(ctx, req, next)
 	if t == nil {
 		return next(ctx, "tools/call", req) // the server answers: an unknown tool, say
 	}
-	run := func(ctx context.Context, args json.RawMessage) (Reply, error) {
+	run := func(ctx context.Context, args json.RawMessage) (adapter.Reply, error) {
 		r := *req
 		params := *req.Params
 		params.Arguments = args
 		r.Params = &params
 		return replyOfCall(next(ctx, "tools/call", &r))
 	}
-	ans := a.call(ctx, a.toolByID(ctx, t, func() ToolDef { return toolDef(t) }), callOf(req), run)
+	ans := a.call(ctx, a.toolByID(ctx, t, func() adapter.ToolDef { return toolDef(t) }), callOf(req), run)
 	if !ans.Passed {
 		return resultOf(ans), nil
 	}
@@ -162,10 +164,10 @@ func findTool(ctx context.Context, req *mcp.CallToolRequest, next mcp.MethodHand
 // replyOfCall is how the server's handler answered a guarded call: a
 // protocol error (*jsonrpc.Error, as for an unknown tool) did not happen,
 // nor did an error or error result that wraps ErrNotDone.
-func replyOfCall(res mcp.Result, err error) (Reply, error) {
+func replyOfCall(res mcp.Result, err error) (adapter.Reply, error) {
 	if err != nil {
 		var we *jsonrpc.Error
-		return Reply{NotDone: errors.As(err, &we) || errors.Is(err, ErrNotDone)}, err
+		return adapter.Reply{NotDone: errors.As(err, &we) || errors.Is(err, ErrNotDone)}, err
 	}
 	r, _ := res.(*mcp.CallToolResult)
 	if r == nil {

@@ -463,22 +463,6 @@ func TestGuardPerRequestServer(t *testing.T) {
 	}
 }
 
-// TestGuardRefusesServerWideToolOptions: a setting of the server given to
-// one tool is a mistake, caught when the middleware is made.
-func TestGuardRefusesServerWideToolOptions(t *testing.T) {
-	guard := idem.New(memory.New(nil), nil)
-	for _, o := range []idem.Option{idem.TTL(time.Hour), idem.Logger(nil), idem.RequireScope()} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "server-wide") {
-					t.Errorf("recovered %v, want a panic that names a server-wide setting", r)
-				}
-			}()
-			guard.Middleware(idem.Tools{"create_issue": {o}})
-		}()
-	}
-}
-
 // fakeClock is a clock a test moves.
 type fakeClock struct{ ns atomic.Int64 }
 
@@ -1108,12 +1092,4 @@ func TestAddToolOnAGuard(t *testing.T) {
 			t.Fatalf("after %v more: %d runs, want %d (the Guard's TTL of an hour)", step, runs, want)
 		}
 	}
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "server-wide") {
-			t.Fatalf("recovered %v, want a panic that names a server-wide setting", r)
-		}
-	}()
-	idem.AddTool(srv, &mcp.Tool{Name: "other"}, guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in newIssue) (*mcp.CallToolResult, issue, error) {
-		return nil, issue{}, nil
-	}, idem.TTL(time.Minute))
 }

@@ -16,20 +16,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/idem/internal/adapter"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
 // tool is one wrapped handler: what it publishes, how its calls are checked,
 // and the state its calls share.
-type tool[In, Out any] struct {
-	def        ToolDef // as published
+type tool struct {
+	def        adapter.ToolDef // as published
 	c          *config
 	s          Store
-	h          WrappedHandler[In, Out]
+	h          adapter.Handler
 	readResult func(json.RawMessage) (any, error) // a stored result, into the library's type
 	// pre, when set, refuses a call before the checks, in the tool's own
 	// words (get_operation's lookups).
-	pre    func(ctx context.Context, c *Call) *Error
+	pre    func(ctx context.Context, c *adapter.Call) *Error
 	in     *inputCheck
 	out    output
 	fl     *flights
@@ -43,8 +44,7 @@ type output struct {
 	check       *inputCheck // the output schema's check, with its defaults; nil for none
 }
 
-func outputOf[Out any]() output {
-	rt := reflect.TypeFor[Out]()
+func outputOf(rt reflect.Type) output {
 	o := output{isInterface: rt.Kind() == reflect.Interface}
 	if rt.Kind() == reflect.Pointer {
 		o.elemZero = reflect.Zero(rt.Elem()).Interface()
@@ -92,7 +92,7 @@ func (a *answer) errorCode() Code {
 //     handler and create the op record in one transaction (transact); answer
 //     a record found on the way as a replay (replay); settle a commit of
 //     unknown outcome (unknown); answer the handler's result (finish).
-func (t *tool[In, Out]) call(ctx context.Context, o *op, c *Call) (*answer, *Error) {
+func (t *tool) call(ctx context.Context, o *op, c *adapter.Call) (*answer, *Error) {
 	if t.pre != nil {
 		if refused := t.pre(ctx, c); refused != nil {
 			return nil, refused
@@ -127,7 +127,7 @@ func (t *tool[In, Out]) call(ctx context.Context, o *op, c *Call) (*answer, *Err
 // check refuses, before anything runs, a call whose op id, record keys or
 // arguments are not well formed, in that order, and decodes the arguments.
 // The op id is "" when the call carries none.
-func (t *tool[In, Out]) check(c *Call) (in In, opID string, refused *Error) {
+func (t *tool) check(c *adapter.Call) (in any, opID string, refused *Error) {
 	raw := c.Arguments
 	// The op id and the keys are checked first, even when the rest of the
 	// arguments fails the schema; named is empty for absent or null
@@ -159,26 +159,25 @@ func (t *tool[In, Out]) check(c *Call) (in In, opID string, refused *Error) {
 	if invalid != nil {
 		return in, "", invalid
 	}
-	if refused := t.decode(args, &in); refused != nil {
-		return in, "", refused
+	if in, refused = t.decode(args); refused != nil {
+		return nil, "", refused
 	}
 	return in, opID, nil
 }
 
-// decode decodes the checked arguments into in.
-func (t *tool[In, Out]) decode(args json.RawMessage, in *In) *Error {
-	err := json.Unmarshal(args, in)
+// decode decodes the checked arguments into the handler's In.
+func (t *tool) decode(args json.RawMessage) (any, *Error) {
+	in, err := t.h.Decode(args)
 	if err != nil {
 		// JSON Schema counts 1.0 as an integer, encoding/json does not.
 		if whole, ok := wholeNumbersAsIntegers(args); ok {
-			var v In
-			if json.Unmarshal(whole, &v) == nil {
-				*in, err = v, nil
+			if v, werr := t.h.Decode(whole); werr == nil {
+				in, err = v, nil
 			}
 		}
 	}
 	if err == nil {
-		return nil
+		return in, nil
 	}
 	msg := "the arguments do not match the tool's input"
 	var te *json.UnmarshalTypeError
@@ -190,7 +189,7 @@ func (t *tool[In, Out]) decode(args json.RawMessage, in *In) *Error {
 			msg = fmt.Sprintf("argument %q cannot be read as %s", name, te.Type)
 		}
 	}
-	return newError(CodeInvalidArguments, msg)
+	return nil, newError(CodeInvalidArguments, msg)
 }
 
 // An op is a tool call on its way through the middleware: its tool and,
@@ -212,7 +211,7 @@ type op struct {
 
 // newOp fills in o, a call with op id opID: its scope, the op record's key
 // and the arguments' encoding.
-func (t *tool[In, Out]) newOp(ctx context.Context, o *op, c *Call, in In, opID string) *Error {
+func (t *tool) newOp(ctx context.Context, o *op, c *adapter.Call, in any, opID string) *Error {
 	scope, refused := t.c.opScope(ctx, c)
 	if refused != nil {
 		return refused
@@ -241,7 +240,7 @@ func (o *op) argsHash() string {
 }
 
 // runPlain runs a call without an op id: the handler in a transaction.
-func (t *tool[In, Out]) runPlain(ctx context.Context, o *op, c *Call, in In) (*answer, *Error) {
+func (t *tool) runPlain(ctx context.Context, o *op, c *adapter.Call, in any) (*answer, *Error) {
 	var a *answer
 	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
 		var err error
@@ -254,7 +253,7 @@ func (t *tool[In, Out]) runPlain(ctx context.Context, o *op, c *Call, in In) (*a
 // runOp runs a call with an op id. It answers from the op record when one is
 // live (a replay, or key_reused for other arguments), and otherwise runs the
 // handler and creates the op record in the same transaction.
-func (t *tool[In, Out]) runOp(ctx context.Context, o *op, c *Call, in In) (*answer, *Error) {
+func (t *tool) runOp(ctx context.Context, o *op, c *adapter.Call, in any) (*answer, *Error) {
 	// A repeat of an op id this handler answered lately is answered with
 	// one read, on stores that can read outside a transaction. Otherwise
 	// the op record's create at commit catches a duplicate, and the
@@ -335,7 +334,7 @@ type txOutcome struct {
 // transact runs the handler and creates the op record in one transaction.
 // Each attempt reads the op record first (but for a first attempt with
 // skipRead) and answers from it when it is there.
-func (t *tool[In, Out]) transact(ctx context.Context, o *op, c *Call, in In, skipRead bool) txOutcome {
+func (t *tool) transact(ctx context.Context, o *op, c *adapter.Call, in any, skipRead bool) txOutcome {
 	var x txOutcome
 	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
 		attempts := o.attempts
@@ -377,7 +376,7 @@ func (t *tool[In, Out]) transact(ctx context.Context, o *op, c *Call, in In, ski
 
 // createRecord creates, in tx, the op record of answer a, written by the
 // attempt with the given id.
-func (t *tool[In, Out]) createRecord(ctx context.Context, tx Tx, o *op, a *answer, attempt string) error {
+func (t *tool) createRecord(ctx context.Context, tx Tx, o *op, a *answer, attempt string) error {
 	resJSON := json.RawMessage("null")
 	if a.res != nil {
 		var err error
@@ -403,7 +402,7 @@ const keyReusedMessage = "this op_id was already used with other arguments: a re
 
 // replay answers from a live op record: its result if the arguments match,
 // key_reused if they do not. The one place a call is answered from a record.
-func (t *tool[In, Out]) replay(ctx context.Context, o *op, rec *oprecord.Record) (*answer, *Error) {
+func (t *tool) replay(ctx context.Context, o *op, rec *oprecord.Record) (*answer, *Error) {
 	if !sameArgs(o, rec) {
 		return nil, newError(CodeKeyReused, keyReusedMessage)
 	}
@@ -436,14 +435,14 @@ var errRollback = errors.New("idem: roll back")
 // runHandler calls the handler in tx. It returns errRollback, with the
 // answer, for results that are answered but not kept, and the handler's
 // error (wrapped in handlerError) otherwise.
-func (t *tool[In, Out]) runHandler(reqCtx, tctx context.Context, tx Tx, c *Call, in In) (*answer, error) {
+func (t *tool) runHandler(reqCtx, tctx context.Context, tx Tx, c *adapter.Call, in any) (*answer, error) {
 	hctx, cancel := handlerContext(reqCtx, tctx)
 	defer cancel()
 	reply, out, err := t.callHandler(hctx, tx, c, in)
 	if err != nil {
 		return nil, &handlerError{err}
 	}
-	a := &answer{res: reply.Result, code: reply.ErrorCode}
+	a := &answer{res: reply.Result, code: Code(reply.ErrorCode)}
 	if reply.ErrorCode != "" || reply.Transient {
 		return a, errRollback
 	}
@@ -506,13 +505,13 @@ func (e *handlerError) Error() string { return e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }
 
 // callHandler turns a panic in the handler into an error.
-func (t *tool[In, Out]) callHandler(ctx context.Context, tx Tx, c *Call, in In) (reply Reply, out Out, err error) {
+func (t *tool) callHandler(ctx context.Context, tx Tx, c *adapter.Call, in any) (reply adapter.Reply, out any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
-	return t.h(ctx, tx, c, in)
+	return t.h.Call(ctx, tx, c, in)
 }
 
 type panicError struct {
@@ -524,7 +523,7 @@ func (p *panicError) Error() string { return fmt.Sprintf("idem: tool handler pan
 
 // finish answers a call the handler ran for: a, once committed (or rolled
 // back on purpose), or the refusal err calls for.
-func (t *tool[In, Out]) finish(ctx context.Context, o *op, a *answer, hooks *afterCommitList, err error) (*answer, *Error) {
+func (t *tool) finish(ctx context.Context, o *op, a *answer, hooks *afterCommitList, err error) (*answer, *Error) {
 	if o.id != "" && err == nil {
 		t.recent.add(o.key)
 	}
@@ -577,7 +576,7 @@ func notSavedMessage(err error) string {
 // commit landed and hooks, that attempt's, run; another call's record is
 // answered as a replay (or key_reused), since the op record cannot be
 // created twice.
-func (t *tool[In, Out]) unknown(ctx context.Context, o *op, attempt string, cause error, hooks *afterCommitList) (*answer, *Error) {
+func (t *tool) unknown(ctx context.Context, o *op, attempt string, cause error, hooks *afterCommitList) (*answer, *Error) {
 	if o.id != "" {
 		rec, err := oprecord.Lookup(context.WithoutCancel(ctx), t.s, o.scope, o.tool, o.id)
 		if err == nil && attempt != "" && rec.Attempt == attempt && sameArgs(o, rec) {
@@ -602,12 +601,12 @@ func (t *tool[In, Out]) unknown(ctx context.Context, o *op, attempt string, caus
 
 // internal refuses a call with code internal and msg, keeping err for the
 // call's log record.
-func (t *tool[In, Out]) internal(o *op, msg string, err error) *Error {
+func (t *tool) internal(o *op, msg string, err error) *Error {
 	o.err = err
 	return newError(CodeInternal, msg)
 }
 
-func (t *tool[In, Out]) logPanic(ctx context.Context, o *op, p *panicError) {
+func (t *tool) logPanic(ctx context.Context, o *op, p *panicError) {
 	t.c.logger.LogAttrs(ctx, slog.LevelError, "idem: tool handler panicked; rolled back",
 		append(o.attrs(), slog.Any("panic", p.value), slog.String("stack", string(p.stack)))...)
 }

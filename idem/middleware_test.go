@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -69,15 +71,14 @@ func TestInputRequestsAreNeverStored(t *testing.T) {
 func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
-	var events []idem.Event
-	hook := func(ctx context.Context, e idem.Event) { events = append(events, e) }
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	var tr tracer
+	guard := idem.New(memory.New(nil), &idem.Options{Tracer: &tr, Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	h := idem.DirectTool(guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		if in.Text == "boom" {
 			panic("handler bug with " + in.Text)
 		}
 		return nil, nil, nil
-	}, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		idem.Observe(hook))
+	}, idem.OpID())
 	call := func(text string) *mcp.CallToolResult {
 		args, _ := json.Marshal(map[string]string{"text": text, "op_id": "op-log"})
 		res, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: args}}, Note{Text: text})
@@ -90,6 +91,7 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	call(secret)
 	call(secret)               // replay
 	call("SECRET-other-words") // key reuse
+	events := tr.events()
 	if len(events) != 3 || events[0].Outcome != idem.OutcomeFirst || events[1].Outcome != idem.OutcomeReplay ||
 		events[2].Outcome != idem.OutcomeRefused || events[2].Code != idem.CodeKeyReused || events[1].Fingerprint == "" || events[2].Tool != "note" {
 		t.Fatalf("hook events %+v, want a first call, a replay and a key reuse with fingerprints", events)
@@ -425,4 +427,24 @@ func TestDeeplyNestedArgumentsAreRefused(t *testing.T) {
 	if text := mustJSON(res.Content); strings.Contains(text, "[[") || strings.Contains(text, "op-1") {
 		t.Errorf("the refusal quotes the arguments: %s", text)
 	}
+}
+
+// tracer is an idem.Tracer that keeps the events it is told of.
+type tracer struct {
+	mu  sync.Mutex
+	got []idem.Event
+}
+
+func (t *tracer) StartCall(ctx context.Context, c idem.CallInfo) context.Context { return ctx }
+
+func (t *tracer) EndCall(ctx context.Context, e idem.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.got = append(t.got, e)
+}
+
+func (t *tracer) events() []idem.Event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.got)
 }

@@ -7,22 +7,19 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
-// An Option configures [Tool], [AddTool] and [RegisterStatusTool]. Options
-// are made only by the functions of this package. An option given a value
-// it cannot use (a duration that is not positive, a nil function, an empty
-// argument name) makes the registration panic, as a tool whose schema is
+// An Option is a setting of one tool, given to [AddTool], [Tool] or in
+// [Tools]: what differs from tool to tool. What belongs to the server (the
+// TTL, the scope, the logger, the clock, the tracer) is set once, in the
+// [Options] given to [New]. Options are made only by the functions of this
+// package. An option given a value it cannot use (an empty argument name,
+// a nil function) makes the registration panic, as a tool whose schema is
 // wrong does: it is a mistake in the server's code, and a default put in
 // its place would hide it.
 type Option struct {
 	apply func(*config)
-	// server names an option that belongs to the server, not to one tool:
-	// [Guard.Middleware] refuses it among a tool's options.
-	server string
 }
 
 // invalid records the first mistake in the options; newTool and statusTool
@@ -38,56 +35,53 @@ type config struct {
 	opID         bool
 	requireOpID  bool
 	ttl          time.Duration
-	scope        func(ctx context.Context, c *Call) string
+	scope        func(ctx context.Context, c *adapter.Call) string
 	requireScope bool
 	now          func() time.Time
 	logger       *slog.Logger
 	busyAfter    time.Duration
 	readFirst    bool
 	forApps      bool
-	customScope  bool // Scope was given
-	observe      func(context.Context, Event)
+	customScope  bool // Options.Scope was given
+	tracer       Tracer
 	// outside: the tool is a Guard's, whose effect lies outside the
 	// store; reconcile settles its unknown outcomes (Reconcile).
 	outside   bool
-	reconcile func(ctx context.Context, c *Call, p Pending) (any, error)
+	reconcile func(ctx context.Context, c *adapter.Call, p Pending) (any, error)
 	// onlyArg, when set, guards only the calls whose argument onlyArg is
 	// one of onlyValues, or, with none, is sent (OnlyWhen).
 	onlyArg    string
 	onlyValues []string
 
-	tracerProvider trace.TracerProvider
-	meterProvider  metric.MeterProvider
-	instruments    *instruments // made from the two above; nil records nothing
-
 	err error // the first option given a value it cannot use
 }
 
-func newConfig(opts []Option) *config {
-	c := &config{
+// defaultConfig is the server-wide settings of a zero [Options].
+func defaultConfig() *config {
+	return &config{
 		ttl:       24 * time.Hour,
 		scope:     defaultScope,
 		now:       time.Now,
 		logger:    slog.New(slog.DiscardHandler),
 		busyAfter: 30 * time.Second,
 	}
+}
+
+// withTool returns c, the server's settings, with a tool's options
+// applied.
+func (c config) withTool(opts []Option, outside bool) *config {
+	c.keys, c.err = nil, nil
 	for _, o := range opts {
 		if o.apply != nil {
-			o.apply(c)
+			o.apply(&c)
 		}
 	}
 	c.opID = c.opID || c.requireOpID
+	c.outside = outside
 	if c.forApps && (!c.requireOpID || len(c.keys) > 0) {
 		c.invalid("ForApps is for a tool with RequireOpID and no RecordKeys")
 	}
-	if c.tracerProvider == nil {
-		c.tracerProvider = otel.GetTracerProvider()
-	}
-	if c.meterProvider == nil {
-		c.meterProvider = otel.GetMeterProvider()
-	}
-	c.instruments = newInstruments(c.tracerProvider, c.meterProvider)
-	return c
+	return &c
 }
 
 // RecordKeys names the record-key arguments: the arguments that say which record
@@ -137,64 +131,6 @@ func RequireOpID() Option { return Option{apply: func(c *config) { c.requireOpID
 // registration panic.
 func ForApps() Option { return Option{apply: func(c *config) { c.forApps = true }} }
 
-// TTL sets how long an op record is kept (default 24 hours). A call with the
-// same op id after that runs again. A TTL that is not positive makes the
-// registration panic.
-func TTL(d time.Duration) Option {
-	return Option{server: "TTL", apply: func(c *config) {
-		if d <= 0 {
-			c.invalid("TTL must be positive, not %v", d)
-		}
-		c.ttl = d
-	}}
-}
-
-// RequireScope refuses calls whose scope is empty with scope_required.
-func RequireScope() Option {
-	return Option{server: "RequireScope", apply: func(c *config) { c.requireScope = true }}
-}
-
-// Clock sets the clock for op record expiry (default time.Now).
-func Clock(now func() time.Time) Option {
-	return Option{server: "Clock", apply: func(c *config) {
-		if now == nil {
-			c.invalid("Clock needs a function")
-			return
-		}
-		c.now = now
-	}}
-}
-
-// Logger sets where the middleware logs: one record per call, when it is
-// answered, with the tool, the [Outcome], the code of a refusal, whether it
-// was replayed, the scope, a hash of the op id, the argument fingerprint and
-// the duration; never an argument value or the op id itself. Its level is
-// Info for answers and for refusals the caller can act on, Warn for
-// key_reused, busy and contended, Error for internal and unknown_outcome
-// (docs/observability.md). A handler's panic adds a record with its stack.
-// The default discards.
-func Logger(l *slog.Logger) Option {
-	return Option{server: "Logger", apply: func(c *config) {
-		if l == nil {
-			c.invalid("Logger needs a logger")
-			return
-		}
-		c.logger = l
-	}}
-}
-
-// BusyAfter bounds how long a call waits for a concurrent call with the same
-// op id to finish before it is refused with busy (default 30 s). A duration
-// that is not positive makes the registration panic.
-func BusyAfter(d time.Duration) Option {
-	return Option{server: "BusyAfter", apply: func(c *config) {
-		if d <= 0 {
-			c.invalid("BusyAfter must be positive, not %v", d)
-		}
-		c.busyAfter = d
-	}}
-}
-
 // ReadFirst makes every call with an op id read its op record before the
 // transaction, on stores that can read outside one ([backend.Reader]). By
 // default only op ids this handler answered lately are read first (a retry
@@ -205,8 +141,8 @@ func BusyAfter(d time.Duration) Option {
 // another process than the first call did.
 func ReadFirst() Option { return Option{apply: func(c *config) { c.readFirst = true }} }
 
-// An Event describes how a tool call ended, to the function given to
-// [Observe]: what the middleware's log record says, with the op id itself.
+// An Event describes how a tool call ended, to the [Tracer]: what the
+// middleware's log record says, with the op id itself.
 type Event struct {
 	Outcome     Outcome
 	Code        Code // the code sent, for OutcomeRefused and OutcomeUnknown
@@ -223,24 +159,12 @@ type Event struct {
 	Err      error // for unknown outcomes and internal errors: the store's error
 }
 
-// Observe calls f once per call, when it is answered, with how it ended:
-// for alerts and metrics of one's own. f runs on the call's goroutine,
-// before the answer is sent.
-func Observe(f func(context.Context, Event)) Option {
-	return Option{server: "Observe", apply: func(c *config) {
-		if f == nil {
-			c.invalid("Observe needs a function")
-		}
-		c.observe = f
-	}}
-}
-
 // opScope returns the scope of a call with an op id, or a refusal: with
 // RequireScope and no scope; or, with the default scope (no Scope option),
 // for a caller that is authenticated but whose user id the server does not know,
 // since every such caller would share the empty scope and could replay
 // another's result.
-func (c *config) opScope(ctx context.Context, call *Call) (string, *Error) {
+func (c *config) opScope(ctx context.Context, call *adapter.Call) (string, *Error) {
 	scope := c.scope(ctx, call)
 	switch {
 	case scope != "":
@@ -255,4 +179,4 @@ func (c *config) opScope(ctx context.Context, call *Call) (string, *Error) {
 
 // defaultScope returns the authenticated user id of the call, or "" when
 // there is none (stdio and in-memory transports).
-func defaultScope(ctx context.Context, c *Call) string { return c.User }
+func defaultScope(ctx context.Context, c *adapter.Call) string { return c.User }

@@ -14,27 +14,9 @@ import (
 )
 
 // An option given a value it cannot use makes the registration panic with
-// a message naming the option, on every function that takes options;
-// before, a non-positive TTL or BusyAfter and a nil function silently
-// meant the default.
+// a message naming the option, on every function that takes options; so do
+// negative durations in a Guard's Options, naming the field.
 func TestOptionsWithUnusableValuesPanic(t *testing.T) {
-	cases := []struct {
-		name string
-		opt  idem.Option
-	}{
-		{"TTL", idem.TTL(0)},
-		{"TTL", idem.TTL(-time.Hour)},
-		{"BusyAfter", idem.BusyAfter(0)},
-		{"BusyAfter", idem.BusyAfter(-time.Second)},
-		{"RecordKeys", idem.RecordKeys()},
-		{"RecordKeys", idem.RecordKeys("slug", "")},
-		{"Scope", idem.Scope(nil)},
-		{"Clock", idem.Clock(nil)},
-		{"Logger", idem.Logger(nil)},
-		{"Observe", idem.Observe(nil)},
-		{"TracerProvider", idem.TracerProvider(nil)},
-		{"MeterProvider", idem.MeterProvider(nil)},
-	}
 	h := func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
 	}
@@ -46,30 +28,32 @@ func TestOptionsWithUnusableValuesPanic(t *testing.T) {
 		"Tool": func(o idem.Option) {
 			idem.Tool(&mcp.Tool{Name: "add_note"}, memory.New(nil), h, idem.OpID(), o)
 		},
-		"RegisterStatusTool": func(o idem.Option) {
-			srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-			idem.RegisterStatusTool(srv, memory.New(nil), o)
+		"Middleware": func(o idem.Option) {
+			idem.New(memory.New(nil), nil).Middleware(idem.Tools{"add_note": {o}})
 		},
 	}
-	for _, c := range cases {
+	for _, o := range []idem.Option{idem.RecordKeys(), idem.RecordKeys("slug", "")} {
 		for fn, reg := range register {
-			t.Run(fn+"/"+c.name, func(t *testing.T) {
-				msg := panicOf(func() { reg(c.opt) })
-				if !strings.Contains(msg, c.name) {
-					t.Errorf("panic %q, want one naming %s", msg, c.name)
-				}
-			})
+			if msg := panicOf(func() { reg(o) }); !strings.Contains(msg, "RecordKeys") {
+				t.Errorf("%s: panic %q, want one naming RecordKeys", fn, msg)
+			}
+		}
+	}
+	for name, opts := range map[string]idem.Options{
+		"TTL":       {TTL: -time.Hour},
+		"BusyAfter": {BusyAfter: -time.Second},
+		"Lease":     {Lease: -time.Second},
+	} {
+		if msg := panicOf(func() { idem.New(memory.New(nil), &opts) }); !strings.Contains(msg, name) {
+			t.Errorf("New with a negative %s: panic %q, want one naming it", name, msg)
 		}
 	}
 	// Usable values register.
-	for fn, reg := range register {
-		if msg := panicOf(func() {
-			reg(idem.TTL(time.Minute))
-			reg(idem.BusyAfter(time.Second))
-			reg(idem.Clock(time.Now))
-		}); msg != "" {
-			t.Errorf("%s panicked on usable options: %s", fn, msg)
-		}
+	if msg := panicOf(func() {
+		g := idem.New(memory.New(nil), &idem.Options{TTL: time.Minute, BusyAfter: time.Second, Now: time.Now})
+		idem.Tool(&mcp.Tool{Name: "add_note"}, g, h, idem.OpID())
+	}); msg != "" {
+		t.Errorf("usable options panicked: %s", msg)
 	}
 }
 

@@ -326,11 +326,12 @@ func TestUnfingerprintableArgsNeverRunTheHandler(t *testing.T) {
 func TestPanicLogCarriesFingerprint(t *testing.T) {
 	for _, readFirst := range []bool{false, true} {
 		var buf bytes.Buffer
-		opts := []idem.Option{idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, nil)))}
+		opts := []idem.Option{idem.OpID()}
 		if readFirst {
 			opts = append(opts, idem.ReadFirst())
 		}
-		tool := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
+		guard := idem.New(memory.New(nil), &idem.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		tool := idem.DirectTool(guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
 			panic("boom")
 		}, opts...)
 		args := `{"a":1,"op_id":"o"}`
@@ -398,7 +399,7 @@ func TestTokenWithoutUserIDIsRefused(t *testing.T) {
 	if res, _, err := tool(ctx, req(`{"session":"s"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 1 {
 		t.Errorf("call without an op id: %v %s; want it run", err, mustJSON(res))
 	}
-	own := idem.DirectTool(memory.New(nil), h, idem.OpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "" }))
+	own := idem.DirectTool(idem.New(memory.New(nil), &idem.Options{Scope: func(context.Context, *mcp.CallToolRequest) string { return "" }}), h, idem.OpID())
 	if res, _, err := own(ctx, req(`{"session":"s","op_id":"op-1"}`), stopArgs{Session: "s"}); err != nil || res.IsError || runs != 2 {
 		t.Errorf("own Scope: %v %s; want it run", err, mustJSON(res))
 	}
@@ -422,7 +423,7 @@ func TestPanicOnRepeatElsewhereIsLogged(t *testing.T) {
 	}
 	panics = true
 	var buf bytes.Buffer
-	res, _, err := idem.DirectTool(s, h, idem.OpID(), idem.Logger(slog.New(slog.NewJSONHandler(&buf, nil))))(ctx, req, stopArgs{Session: "s"})
+	res, _, err := idem.DirectTool(idem.New(s, &idem.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}), h, idem.OpID())(ctx, req, stopArgs{Session: "s"})
 	if err != nil || res.Meta[idem.MetaReplayed] != true {
 		t.Fatalf("repeat: %v %s, want a replay", err, mustJSON(res))
 	}

@@ -114,19 +114,30 @@ func TestDescriptionsTellHowToRetry(t *testing.T) {
 	}
 }
 
-// The op_id property of a tool that requires one says the same, for
-// clients that show a model the schema's descriptions.
-func TestRequiredOpIDPropertySaysHowToRetry(t *testing.T) {
+// The op_id property says in a line what the value is, and how to retry
+// with it is said once: a model reads the description and the schema
+// together, and the same paragraph in both is only longer.
+func TestOpIDPropertySaysWhatItIsOnce(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil), noop[Note], idem.RequireOpID())
-	var schema struct {
-		Properties map[string]struct{ Description string } `json:"properties"`
-	}
-	if err := json.Unmarshal([]byte(mustJSON(listTools(t, srv)["add"].InputSchema)), &schema); err != nil {
-		t.Fatal(err)
-	}
-	d := schema.Properties["op_id"].Description
-	if !strings.Contains(d, "resend the same op_id") || !strings.Contains(d, "never send a new op_id for a retry") {
-		t.Errorf("op_id property: %q", d)
+	idem.AddTool(srv, &mcp.Tool{Name: "queue"}, memory.New(nil), noop[Note], idem.OpID())
+	for name, want := range map[string]string{"add": "resent unchanged on every retry", "queue": "never invent one"} {
+		tool := listTools(t, srv)[name]
+		var schema struct {
+			Properties map[string]struct{ Description string } `json:"properties"`
+		}
+		if err := json.Unmarshal([]byte(mustJSON(tool.InputSchema)), &schema); err != nil {
+			t.Fatal(err)
+		}
+		d := schema.Properties["op_id"].Description
+		if !strings.Contains(d, want) || len(d) > 160 {
+			t.Errorf("%s: op_id property %q, want a line that says %q", name, d, want)
+		}
+		both := tool.Description + "\n" + mustJSON(tool.InputSchema)
+		for _, once := range []string{"never send a new op_id for a retry", "is for apps replaying queued requests"} {
+			if n := strings.Count(both, once); n > 1 {
+				t.Errorf("%s: %q said %d times in the description and the schema", name, once, n)
+			}
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemkit/sdk/idem/internal/adapter"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -34,42 +35,42 @@ type operationStatus struct {
 }
 
 // statusTool wraps get_operation (see RegisterStatusTool).
-func statusTool(s Store, decode func(json.RawMessage) (any, error), opts ...Option) (*Wrapped, error) {
-	c, s := configFor(s, opts)
-	def := ToolDef{
+func statusTool(s Store, decode adapter.Decoder) (*adapter.Wrapped, error) {
+	c, s := configFor(s, nil)
+	def := adapter.ToolDef{
 		Name: statusToolName,
 		Description: "Look up whether an operation sent with an op_id committed, and its result. " +
 			"Use it after an unknown_outcome error or a lost response, before sending the operation again with the same op_id. " +
 			"A call sent without an op_id has no record here.",
 		ReadOnly: true,
 	}
-	lookup := func(ctx context.Context, tx Tx, call *Call, q operationQuery) (Reply, operationStatus, error) {
+	lookup := func(ctx context.Context, tx Tx, call *adapter.Call, q operationQuery) (adapter.Reply, operationStatus, error) {
 		var zero operationStatus
 		opID, refused := lookupOpID(q.OpID, call.Meta)
 		if refused != nil {
-			return Reply{}, zero, refused
+			return adapter.Reply{}, zero, refused
 		}
 		scope, refused := lookupScope(ctx, c, call)
 		if refused != nil {
-			return Reply{}, zero, refused
+			return adapter.Reply{}, zero, refused
 		}
 		var rec oprecord.Record
 		_, err := tx.Get(ctx, oprecord.Key(scope, q.Tool, opID), &rec)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return Reply{}, operationStatus{Status: "not_committed"}, nil
+			return adapter.Reply{}, operationStatus{Status: "not_committed"}, nil
 		case err != nil:
 			c.logger.ErrorContext(ctx, "idem: get_operation lookup failed", "error", err.Error())
-			return Reply{}, zero, newError(CodeInternal, lookupFailedMessage)
+			return adapter.Reply{}, zero, newError(CodeInternal, lookupFailedMessage)
 		}
-		return Reply{}, statusOf(&rec, c.now()), nil
+		return adapter.Reply{}, statusOf(&rec, c.now()), nil
 	}
-	t, err := newTool(def, c, s, lookup, decode)
+	t, err := newTool(def, c, s, adapter.For(lookup), decode)
 	if err != nil {
 		return nil, fmt.Errorf("idem: %s: %w", statusToolName, err)
 	}
-	t.pre = func(ctx context.Context, call *Call) *Error { return checkLookup(ctx, c, call) }
-	return &Wrapped{Def: t.def, Call: t.serve}, nil
+	t.pre = func(ctx context.Context, call *adapter.Call) *Error { return checkLookup(ctx, c, call) }
+	return &adapter.Wrapped{Def: t.def, Call: t.serve}, nil
 }
 
 // What get_operation's refusals say: what a lookup needs, never a value the
@@ -92,7 +93,7 @@ const (
 // of its caller, before the middleware's own checks, whose words are about
 // writes: the arguments' shape, then the op id, the tool's name, other
 // arguments, the caller's scope.
-func checkLookup(ctx context.Context, c *config, call *Call) *Error {
+func checkLookup(ctx context.Context, c *config, call *adapter.Call) *Error {
 	raw := bytes.TrimSpace(call.Arguments)
 	var args map[string]json.RawMessage
 	if len(raw) > 0 && (raw[0] != '{' || json.Unmarshal(raw, &args) != nil) {
@@ -122,7 +123,7 @@ func checkLookup(ctx context.Context, c *config, call *Call) *Error {
 }
 
 // lookupScope returns the caller's scope, or a refusal in a lookup's words.
-func lookupScope(ctx context.Context, c *config, call *Call) (string, *Error) {
+func lookupScope(ctx context.Context, c *config, call *adapter.Call) (string, *Error) {
 	scope, refused := c.opScope(ctx, call)
 	switch {
 	case refused == nil:
@@ -177,7 +178,7 @@ func statusOf(rec *oprecord.Record, now time.Time) operationStatus {
 // lookup answers get_operation for a Guard, whose guarded tools (ps) may
 // settle an unknown outcome with their reconcile function, inside this
 // request of the operation's caller.
-func (g *Guard) lookup(ctx context.Context, ps map[string]*policy, c *Call, decode func(json.RawMessage) (any, error)) Answer {
+func (g *Guard) lookup(ctx context.Context, ps map[string]*policy, c *adapter.Call, decode func(json.RawMessage) (any, error)) adapter.Answer {
 	if refused := checkLookup(ctx, g.c, c); refused != nil {
 		return refusal(refused)
 	}
@@ -210,5 +211,5 @@ func (g *Guard) lookup(ctx context.Context, ps map[string]*policy, c *Call, deco
 	if err != nil {
 		return refusal(newError(CodeInternal, lookupFailedMessage))
 	}
-	return Answer{Structured: b}
+	return adapter.Answer{Structured: b}
 }

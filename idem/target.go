@@ -36,7 +36,7 @@ func ResolveTarget(q TargetQuery) (string, error) {
 		return q.ID, nil
 	}
 	owned := candidates(q.Owned)
-	q.Queued = q.Queued || hasOpID(q.Request)
+	q.Queued = q.Queued || Queued(q.Request)
 	if !q.Queued && len(owned) == 1 {
 		return owned[0].ID, nil
 	}

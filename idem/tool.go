@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // newTool wraps h for tool def: the published definition, the input schema
 // calls are checked against, and the state calls share.
-func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, Out], decode func(json.RawMessage) (any, error)) (*tool[In, Out], error) {
+func newTool(def adapter.ToolDef, c *config, s Store, h adapter.Handler, decode func(json.RawMessage) (any, error)) (*tool, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -24,14 +26,13 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 	if def.Idempotent && c.opID && !c.requireOpID && len(c.keys) == 0 {
 		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use RecordKeys or RequireOpID, or drop the claim)")
 	}
-	c.instruments.named(def.Name)
 	pub := def
 	if c.onlyArg != "" && !c.outside {
 		return nil, fmt.Errorf("OnlyWhen is for tools a Guard guards (Guard.Middleware)")
 	}
 	pub.Idempotent = def.Idempotent || def.ReadOnly || (c.onlyArg == "" && (len(c.keys) > 0 || c.requireOpID))
 
-	schema, err := inputSchema[In](def.InputSchema)
+	schema, err := inputSchema(h.In, def.InputSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -64,18 +65,14 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 		schema.Required = append(schema.Required, c.keys...)
 	}
 	if c.opID {
-		note := opIDOptionalNote
-		if c.requireOpID {
-			note = opIDRequiredNote
-			if c.onlyArg == "" {
-				schema.Required = append(schema.Required, opIDArgument)
-			}
+		if c.requireOpID && c.onlyArg == "" {
+			schema.Required = append(schema.Required, opIDArgument)
 		}
 		p := &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
 		if own, ok := schema.Properties[opIDArgument]; ok {
 			p = own.CloneSchemas()
 		}
-		p.Description = "op_id " + note
+		p.Description = opIDPropertyNote[c.requireOpID]
 		schema.Properties[opIDArgument] = p
 	}
 	// Calls are checked against the schema less a required op_id: an op id
@@ -90,10 +87,10 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 	if pub.InputSchema, err = publishable(schema); err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
-	out := outputOf[Out]()
+	out := outputOf(h.Out)
 	pub.OutputSchema = nil
 	if def.OutputSchema != nil || !out.isInterface {
-		os, err := outputSchema[Out](def.OutputSchema)
+		os, err := outputSchema(h.Out, def.OutputSchema)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +118,7 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 		}
 		pub.Meta[MetaCallers] = "apps"
 	}
-	return &tool[In, Out]{
+	return &tool{
 		def: pub, c: c, s: s, h: h, readResult: decode, in: in, out: out,
 		fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
 	}, nil
@@ -132,7 +129,7 @@ func newTool[In, Out any](def ToolDef, c *config, s Store, h WrappedHandler[In, 
 // its model: which arguments to keep the same, and that a fresh op id is a
 // new operation. A model that lost an answer regenerates what it minted; the
 // notes say which values must not be regenerated.
-func retryNotes(c *config, def ToolDef, idempotent bool) []string {
+func retryNotes(c *config, def adapter.ToolDef, idempotent bool) []string {
 	var notes []string
 	switch {
 	case len(c.keys) > 0 && c.outside:
@@ -156,6 +153,14 @@ func retryNotes(c *config, def ToolDef, idempotent bool) []string {
 		notes = append(notes, note)
 	}
 	return notes
+}
+
+// opIDPropertyNote is the op_id property's description: what the value
+// is, in a line. How to retry with it is said once, in the tool's
+// description (retryNotes), which a model reads beside the schema.
+var opIDPropertyNote = map[bool]string{
+	false: "An id an app minted for this operation before its first attempt. Leave it out unless your client minted it; never invent one.",
+	true:  "An id for this one operation (a UUID), chosen before its first attempt and resent unchanged on every retry: 1..128 printable ASCII characters.",
 }
 
 const (
@@ -186,14 +191,14 @@ func joinAnd(ss []string) string {
 }
 
 // inputSchema returns a copy of the author's input schema, or the one
-// inferred from In, that newTool may edit.
-func inputSchema[In any](own any) (*jsonschema.Schema, error) {
+// inferred from rt, the handler's In, that newTool may edit.
+func inputSchema(rt reflect.Type, own any) (*jsonschema.Schema, error) {
 	var s *jsonschema.Schema
 	switch {
-	case own == nil && reflect.TypeFor[In]() == reflect.TypeFor[any]():
+	case own == nil && rt == reflect.TypeFor[any]():
 		s = &jsonschema.Schema{Type: "object"}
 	case own == nil:
-		inferred, err := jsonschema.For[In](nil)
+		inferred, err := jsonschema.ForType(rt, nil)
 		if err != nil {
 			return nil, fmt.Errorf("input schema: %w", err)
 		}
@@ -215,8 +220,8 @@ func inputSchema[In any](own any) (*jsonschema.Schema, error) {
 }
 
 // outputSchema returns the author's output schema, or the one inferred from
-// Out (for a pointer, from its element type).
-func outputSchema[Out any](own any) (*jsonschema.Schema, error) {
+// rt, the handler's Out (for a pointer, from its element type).
+func outputSchema(rt reflect.Type, own any) (*jsonschema.Schema, error) {
 	if own != nil {
 		s, err := schemaOf(own)
 		if err != nil {
@@ -224,7 +229,6 @@ func outputSchema[Out any](own any) (*jsonschema.Schema, error) {
 		}
 		return s, nil
 	}
-	rt := reflect.TypeFor[Out]()
 	if rt.Kind() == reflect.Pointer {
 		rt = rt.Elem()
 	}

@@ -58,8 +58,9 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, *sideeffect.Effect
 	s, clk, fx := newStore(t)
 	ss := &storyServer{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "stories", Version: "test"}, nil)
+	guard := idem.New(s, &idem.Options{Now: clk.Now})
 
-	idem.AddTool(srv, &mcp.Tool{Name: "publish", Description: "Publish a story and post it once."}, s,
+	idem.AddTool(srv, &mcp.Tool{Name: "publish", Description: "Publish a story and post it once."}, guard,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
 			if err := tx.Put(ctx, idem.Key{Collection: "stories", ID: in.Slug}, in); err != nil {
 				return nil, publishOut{}, err
@@ -75,9 +76,9 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, *sideeffect.Effect
 				return nil, publishOut{}, errors.New("a story needs a title")
 			}
 			return nil, publishOut{Marker: key}, nil
-		}, idem.RecordKeys("slug"), idem.Clock(clk.Now))
+		}, idem.RecordKeys("slug"))
 
-	idem.AddTool(srv, &mcp.Tool{Name: "report", Description: "Report a story; notifies the editor."}, s,
+	idem.AddTool(srv, &mcp.Tool{Name: "report", Description: "Report a story; notifies the editor."}, guard,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, reportOut, error) {
 			k := idem.Key{Collection: "reports", ID: in.Story}
 			var n int
@@ -98,7 +99,7 @@ func connect(t *testing.T) (*mcp.ClientSession, *storyServer, *sideeffect.Effect
 				return nil, reportOut{}, err
 			}
 			return nil, reportOut{Report: n}, fx.PostAfterCommit(ctx, key, ss.post, nil)
-		}, idem.OpID(), idem.Clock(clk.Now))
+		}, idem.OpID())
 
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/merge"
+	"github.com/idemkit/sdk/otelidem"
 )
 
 // skew is the clock difference tolerated between a device and the server:
@@ -135,7 +136,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(s, &idem.Options{Logger: log})
+	guard := idem.New(s, &idem.Options{Logger: log, Tracer: otelidem.NewTracer(nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
 	// Every tool reads and writes this server's store alone, so each says
 	// openWorldHint: false (MCP reads an absent one as true).
@@ -534,12 +535,6 @@ func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolReques
 	return idem.ResolveTarget(idem.TargetQuery{Owned: owned, Others: others, Queued: queued, Request: req})
 }
 
-// carriesOpID reports whether req carries an op id: a queued or replayed
-// call, which names its session.
-func carriesOpID(req *mcp.CallToolRequest) bool {
-	return req != nil && req.Params != nil && (&idem.Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta}).HasOpID()
-}
-
 // release frees the running slot and the index entry of a session that is
 // no longer running.
 func release(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, s Session) error {
@@ -593,7 +588,7 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 		return nil, Ended{}, err
 	}
 	id, err := f.resolve(ctx, tx, req, in.SessionID, in.Device, in.EndAt != "")
-	if idem.CodeOf(err) == idem.CodeAmbiguousTarget && in.EndAt == "" && !carriesOpID(req) {
+	if idem.CodeOf(err) == idem.CodeAmbiguousTarget && in.EndAt == "" && !idem.Queued(req) {
 		// Nothing runs on the device: a repeat of its last stop, within
 		// the window, is answered that stop.
 		if last, ver, lerr := get[lastStop](ctx, tx, key(req, colLastStop, in.Device)); lerr == nil && ver != 0 && f.now().Sub(last.At) < retryWindow {

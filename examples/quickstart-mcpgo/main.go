@@ -44,6 +44,7 @@ import (
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/mcpgo"
+	"github.com/idemkit/sdk/otelidem"
 )
 
 // Expense is one recorded expense.
@@ -151,14 +152,16 @@ func withUser(ctx context.Context, r *http.Request) context.Context {
 
 // scope is the op's scope: the caller's user over HTTP with -user, ""
 // otherwise (stdio, or HTTP without -user, where all callers are one).
-var scope = mcpgo.Scope(func(ctx context.Context, _ mcp.CallToolRequest) string {
+func scope(ctx context.Context, _ mcp.CallToolRequest) string {
 	u, _ := ctx.Value(userKey{}).(string)
 	return u
-})
+}
 
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *server.MCPServer {
 	srv := server.NewMCPServer("idemkit-quickstart", "v0.1.0")
+	// The server's settings, once: every tool and get_operation take them.
+	guard := mcpgo.New(s, &idem.Options{Tracer: otelidem.NewTracer(nil)}, &mcpgo.Options{Scope: scope})
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// mcp.NewTool would say true); set_budget replaces what was there,
 	// add_expense only adds. add_expense is for apps (its description then
@@ -168,12 +171,12 @@ func NewServer(s idem.Store) *server.MCPServer {
 		"The app mints op_id when the user records the expense and resends it on every retry."),
 		mcp.WithRawInputSchema(expenseSchema),
 		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false)),
-		s, addExpense, idem.RequireOpID(), idem.ForApps(), scope)
+		guard, addExpense, idem.RequireOpID(), idem.ForApps())
 	mcpgo.AddTool(srv, mcp.NewTool("set_budget", mcp.WithDescription("Set the budget of a month, replacing any earlier one."),
 		mcp.WithRawInputSchema(budgetSchema),
 		mcp.WithDestructiveHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false)),
-		s, setBudget, idem.RecordKeys("month"), scope)
-	mcpgo.RegisterStatusTool(srv, s, scope)
+		guard, setBudget, idem.RecordKeys("month"))
+	mcpgo.RegisterStatusTool(srv, guard)
 	return srv
 }
 

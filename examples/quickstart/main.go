@@ -46,6 +46,7 @@ import (
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/otelidem"
 )
 
 // Expense is one recorded expense.
@@ -139,6 +140,8 @@ func setBudget(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Bud
 
 // NewServer returns the quickstart server on store s.
 func NewServer(s idem.Store) *mcp.Server {
+	// The server's settings, once: every tool and get_operation take them.
+	guard := idem.New(s, &idem.Options{Tracer: otelidem.NewTracer(nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-quickstart", Version: "v0.1.0"}, nil)
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// MCP reads an absent hint as true); set_budget replaces what was
@@ -151,12 +154,12 @@ func NewServer(s idem.Store) *mcp.Server {
 		"The app mints op_id when the user records the expense and resends it on every retry.",
 		InputSchema: expenseSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}},
-		s, addExpense, idem.RequireOpID(), idem.ForApps())
+		guard, addExpense, idem.RequireOpID(), idem.ForApps())
 	idem.AddTool(srv, &mcp.Tool{Name: "set_budget", Description: "Set the budget of a month, replacing any earlier one.",
 		InputSchema: budgetSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: yes, OpenWorldHint: no}},
-		s, setBudget, idem.RecordKeys("month"))
-	idem.RegisterStatusTool(srv, s)
+		guard, setBudget, idem.RecordKeys("month"))
+	idem.RegisterStatusTool(srv, guard)
 	return srv
 }
 

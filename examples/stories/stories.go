@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/otelidem"
 	"github.com/idemkit/sdk/sideeffect"
 )
 
@@ -259,7 +260,7 @@ func (a *app) ran(tool string) int64 {
 func (a *app) server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-stories", Version: "v0.1.0"}, nil)
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(a.store, &idem.Options{Logger: a.log})
+	guard := idem.New(a.store, &idem.Options{Logger: a.log, Tracer: otelidem.NewTracer(nil)})
 	opts := func(keys ...string) []idem.Option {
 		return []idem.Option{idem.RecordKeys(keys...), idem.OpID()}
 	}

@@ -67,6 +67,7 @@ import (
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/otelidem"
 )
 
 // app is the server's state: made once per process and shared by the
@@ -100,7 +101,7 @@ func newApp(s idem.Store, c config) *app {
 		c.Now = time.Now
 	}
 	a := &app{api: newAPIClient(c.API, c.Token), lease: c.Lease, now: c.Now, schemas: mcp.NewSchemaCache()}
-	a.guard = idem.New(s, &idem.Options{TTL: c.TTL, Lease: c.Lease, Logger: c.Log, Now: c.Now})
+	a.guard = idem.New(s, &idem.Options{TTL: c.TTL, Lease: c.Lease, Logger: c.Log, Now: c.Now, Tracer: otelidem.NewTracer(nil)})
 	a.tools = a.guardedTools()
 	return a
 }

@@ -22,7 +22,7 @@ import (
 
 // The conformance suite's middleware cases through the mcp-go adapter, on
 // the stores of the root module; interop/ runs them on DynamoDB and
-// Firestore (docs/stores.md, "The conformance suite").
+// Firestore (docs/backend.md, "The conformance suite").
 
 func TestMiddlewareOnMemory(t *testing.T) {
 	mcpgotest.RunMiddleware(t, storetest.Harness{

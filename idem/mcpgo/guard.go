@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // Options are the settings of an mcp-go server's Guard that are mcp-go's
@@ -38,21 +39,18 @@ type Options struct {
 // and of get_operation. It panics where idem.New does, and if opts sets
 // Scope, which reads a go-sdk request: set mopts.Scope.
 func New(s idem.Store, opts *idem.Options, mopts *Options) *idem.Guard {
-	var o idem.Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Scope != nil {
+	if opts != nil && opts.Scope != nil {
 		panic("mcpgo: New: idem.Options.Scope reads a go-sdk request; set mcpgo.Options.Scope")
 	}
+	var scope func(ctx context.Context, c *adapter.Call) string
 	if mopts != nil && mopts.Scope != nil {
-		scope := mopts.Scope
-		o.CallScope = func(ctx context.Context, c *idem.Call) string {
+		f := mopts.Scope
+		scope = func(ctx context.Context, c *adapter.Call) string {
 			req, _ := c.Request.(mcp.CallToolRequest)
-			return scope(ctx, req)
+			return f(ctx, req)
 		}
 	}
-	return idem.New(s, &o)
+	return adapter.NewGuard(s, opts, scope).(*idem.Guard)
 }
 
 // Guard returns the server option that protects the named tools of an
@@ -97,7 +95,7 @@ func Guard(g *idem.Guard, tools idem.Tools) server.ServerOption {
 	if g == nil {
 		panic("mcpgo: Guard needs an *idem.Guard (idem.New)")
 	}
-	gd := &guarded{a: g.Guarded(tools, decodeResult)}
+	gd := &guarded{a: adapter.Guard(g, tools, decodeResult)}
 	st := gd.a.Status()
 	gd.status = published(mcp.Tool{Name: st.Name, Annotations: mcp.ToolAnnotation{ReadOnlyHint: new(true), DestructiveHint: new(false), OpenWorldHint: new(false)}}, st)
 	return func(s *server.MCPServer) {
@@ -139,21 +137,21 @@ const metaNotDone = "io.idemkit/not_done"
 // cannot tell.
 func Reconcile(f func(ctx context.Context, req mcp.CallToolRequest, p idem.Pending) (*mcp.CallToolResult, error)) idem.Option {
 	if f == nil {
-		return idem.ReconcileFunc(nil)
+		return adapter.Reconcile(nil).(idem.Option)
 	}
-	return idem.ReconcileFunc(func(ctx context.Context, c *idem.Call, p idem.Pending) (any, error) {
+	return adapter.Reconcile(func(ctx context.Context, c *adapter.Call, p any) (any, error) {
 		req, _ := c.Request.(mcp.CallToolRequest)
-		res, err := f(ctx, req, p)
+		res, err := f(ctx, req, p.(idem.Pending))
 		if res == nil {
 			return nil, err // no result: not a typed nil in an interface
 		}
 		return res, err
-	})
+	}).(idem.Option)
 }
 
 // guarded is what a Guard option adds to a server.
 type guarded struct {
-	a      *idem.Guarded
+	a      adapter.Guarded
 	status mcp.Tool // get_operation, as published
 }
 
@@ -170,7 +168,7 @@ func (gd *guarded) middleware(s *server.MCPServer) server.ToolHandlerMiddleware 
 			if !gd.a.Guards(name) || !ok {
 				return unmarked(next(ctx, req))
 			}
-			run := func(ctx context.Context, args json.RawMessage) (idem.Reply, error) {
+			run := func(ctx context.Context, args json.RawMessage) (adapter.Reply, error) {
 				return replyOfCall(next(ctx, withArguments(req, args)))
 			}
 			return answerOf(gd.a.Call(ctx, guardDef(t), callOf(ctx, req), run))
@@ -218,7 +216,7 @@ func toolNamed(ctx context.Context, s *server.MCPServer, name string) (mcp.Tool,
 // guardDef is t as the server lists it. Unlike [AddTool], which infers
 // the schema of a tool without properties from its input type, the guard
 // checks calls against the schema as it is.
-func guardDef(t mcp.Tool) idem.ToolDef {
+func guardDef(t mcp.Tool) adapter.ToolDef {
 	def := toolDef(t)
 	if def.InputSchema == nil {
 		def.InputSchema = map[string]any{"type": "object"}
@@ -241,9 +239,9 @@ func withArguments(req mcp.CallToolRequest, args json.RawMessage) mcp.CallToolRe
 // replyOfCall is how the server's handler answered a guarded call. It
 // certainly did not happen after an error that wraps ErrNotDone or asks
 // for a URL elicitation, or an error result marked with NotDone.
-func replyOfCall(res *mcp.CallToolResult, err error) (idem.Reply, error) {
+func replyOfCall(res *mcp.CallToolResult, err error) (adapter.Reply, error) {
 	if err != nil {
-		return idem.Reply{NotDone: errors.Is(err, idem.ErrNotDone) || errors.Is(err, mcp.URLElicitationRequiredError{})}, err
+		return adapter.Reply{NotDone: errors.Is(err, idem.ErrNotDone) || errors.Is(err, mcp.URLElicitationRequiredError{})}, err
 	}
 	if res == nil {
 		res = &mcp.CallToolResult{Content: []mcp.Content{}}
@@ -255,7 +253,7 @@ func replyOfCall(res *mcp.CallToolResult, err error) (idem.Reply, error) {
 }
 
 // answerOf is the guard's answer as mcp-go's handler result.
-func answerOf(a idem.Answer) (*mcp.CallToolResult, error) {
+func answerOf(a adapter.Answer) (*mcp.CallToolResult, error) {
 	if !a.Passed {
 		return resultOf(a), nil
 	}

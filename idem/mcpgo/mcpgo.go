@@ -28,15 +28,14 @@
 //
 // The options are idem's, but for the scope: mcp-go has no authenticated
 // user of its own, so a server that authenticates its callers says who
-// they are once, in [Options.Scope] given to New (or, for AddTool on a
-// store rather than a Guard, with [Scope] on each tool).
+// they are once, in [Options.Scope] given to New.
 // Without it, a call over HTTP that carries an Authorization header is
 // taken as an authenticated caller without a user id, and is refused an op
 // id (scope_required): its operations could not be kept apart from other
 // callers'.
 //
 // This package is a module of its own, so that mcp-go stays out of the
-// module graph of servers on the go-sdk. docs/mcp-go.md compares the two.
+// module graph of servers on the go-sdk. docs/protect.md compares the two.
 package mcpgo
 
 import (
@@ -49,6 +48,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // HandlerFor is a typed tool handler that writes through tx, as
@@ -70,10 +70,10 @@ func AddTool[In, Out any](srv *server.MCPServer, t mcp.Tool, s idem.Store, h Han
 // their own way (srv.AddTools). The pair must be registered together: the
 // handler checks calls against the returned tool's input schema.
 func Tool[In, Out any](t mcp.Tool, s idem.Store, h HandlerFor[In, Out], opts ...idem.Option) server.ServerTool {
-	w, err := idem.Wrap(toolDef(t), s, func(ctx context.Context, tx idem.Tx, c *idem.Call, in In) (idem.Reply, Out, error) {
+	w, err := adapter.Wrap(toolDef(t), s, adapter.For(func(ctx context.Context, tx idem.Tx, c *adapter.Call, in In) (adapter.Reply, Out, error) {
 		res, out, err := h(ctx, tx, c.Request.(mcp.CallToolRequest), in)
 		return replyOf(res), out, err
-	}, decodeResult, opts...)
+	}), decodeResult, opts)
 	if err != nil {
 		panic(err.Error())
 	}
@@ -82,10 +82,10 @@ func Tool[In, Out any](t mcp.Tool, s idem.Store, h HandlerFor[In, Out], opts ...
 
 // RegisterStatusTool adds the read-only get_operation(tool, op_id) tool to
 // srv, with the same hints, as [idem.RegisterStatusTool] adds it to a
-// go-sdk server. Of opts, [Scope], [idem.RequireScope] and [idem.Logger]
-// apply; pass the same ones as the tools.
-func RegisterStatusTool(srv *server.MCPServer, s idem.Store, opts ...idem.Option) {
-	w, err := idem.WrapStatus(s, decodeResult, opts...)
+// go-sdk server. s is the server's Guard (from [New]), whose scope it
+// takes, as the tools registered on it do; or a store, with the defaults.
+func RegisterStatusTool(srv *server.MCPServer, s idem.Store) {
+	w, err := adapter.WrapStatus(s, decodeResult)
 	if err != nil {
 		panic(err.Error())
 	}
@@ -93,29 +93,14 @@ func RegisterStatusTool(srv *server.MCPServer, s idem.Store, opts ...idem.Option
 	srv.AddTool(published(t, w.Def), handlerOf(w))
 }
 
-// Scope sets who an op belongs to (a user or tenant id), as [idem.Scope]
-// does on the go-sdk: op ids are looked up within a scope, so one caller
-// can never read another's result. A server that authenticates its callers
-// in an HTTP context function (server.WithHTTPContextFunc) puts the user
-// in the context there and reads it back here.
-func Scope(f func(ctx context.Context, req mcp.CallToolRequest) string) idem.Option {
-	if f == nil {
-		return idem.ScopeFunc(nil)
-	}
-	return idem.ScopeFunc(func(ctx context.Context, c *idem.Call) string {
-		req, _ := c.Request.(mcp.CallToolRequest)
-		return f(ctx, req)
-	})
-}
-
 // Queued reports whether req carries an op id, as the op_id argument or in
 // _meta, well formed or not: such a call is queued or replayed. It is
 // [idem.TargetQuery]'s Queued for an mcp-go request.
-func Queued(req mcp.CallToolRequest) bool { return callOf(context.Background(), req).HasOpID() }
+func Queued(req mcp.CallToolRequest) bool { return adapter.HasOpID(callOf(context.Background(), req)) }
 
 // toolDef is t as the middleware reads it.
-func toolDef(t mcp.Tool) idem.ToolDef {
-	def := idem.ToolDef{Name: t.Name, Description: t.Description}
+func toolDef(t mcp.Tool) adapter.ToolDef {
+	def := adapter.ToolDef{Name: t.Name, Description: t.Description}
 	// mcp.NewTool gives every tool an input schema of type object with no
 	// properties: that one is inferred from In, as a go-sdk tool's nil
 	// schema is.
@@ -145,7 +130,7 @@ func toolDef(t mcp.Tool) idem.ToolDef {
 }
 
 // published is t as def, the published definition, says.
-func published(t mcp.Tool, def idem.ToolDef) mcp.Tool {
+func published(t mcp.Tool, def adapter.ToolDef) mcp.Tool {
 	t.Description = def.Description
 	t.Annotations.IdempotentHint = new(def.Idempotent)
 	t.InputSchema, t.OutputSchema = mcp.ToolInputSchema{}, mcp.ToolOutputSchema{}
@@ -167,15 +152,15 @@ func published(t mcp.Tool, def idem.ToolDef) mcp.Tool {
 
 // handlerOf is w's mcp-go tool handler. It answers every call with a
 // result, never a protocol error.
-func handlerOf(w *idem.Wrapped) server.ToolHandlerFunc {
+func handlerOf(w *adapter.Wrapped) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return resultOf(w.Call(ctx, callOf(ctx, req))), nil
 	}
 }
 
 // callOf is req as the middleware reads it.
-func callOf(ctx context.Context, req mcp.CallToolRequest) *idem.Call {
-	c := &idem.Call{Tool: req.Params.Name, Arguments: req.Params.RawArguments, Request: req}
+func callOf(ctx context.Context, req mcp.CallToolRequest) *adapter.Call {
+	c := &adapter.Call{Tool: req.Params.Name, Arguments: req.Params.RawArguments, Request: req}
 	if c.Arguments == nil && req.Params.Arguments != nil {
 		// A request made in process, not decoded from the wire.
 		c.Arguments, _ = json.Marshal(req.Params.Arguments)
@@ -191,16 +176,16 @@ func callOf(ctx context.Context, req mcp.CallToolRequest) *idem.Call {
 }
 
 // replyOf is a handler's result as the middleware reads it.
-func replyOf(res *mcp.CallToolResult) idem.Reply {
+func replyOf(res *mcp.CallToolResult) adapter.Reply {
 	if res == nil {
-		return idem.Reply{}
+		return adapter.Reply{}
 	}
-	r := idem.Reply{Result: res, Transient: len(res.InputRequests) > 0}
+	r := adapter.Reply{Result: res, Transient: len(res.InputRequests) > 0}
 	if res.IsError {
-		r.ErrorCode = idem.CodeNotSaved
+		r.ErrorCode = string(idem.CodeNotSaved)
 		if res.Meta != nil {
 			if code, ok := res.Meta.AdditionalFields[idem.MetaError].(string); ok && code != "" {
-				r.ErrorCode = idem.Code(code)
+				r.ErrorCode = code
 			}
 		}
 	}
@@ -210,7 +195,7 @@ func replyOf(res *mcp.CallToolResult) idem.Reply {
 // resultOf builds the tool result as idem does on the go-sdk: the
 // structured output, and a text copy of it when the handler sent no content
 // (or sent content beside an output that is not an object).
-func resultOf(a idem.Answer) *mcp.CallToolResult {
+func resultOf(a adapter.Answer) *mcp.CallToolResult {
 	res, _ := a.Result.(*mcp.CallToolResult)
 	if res == nil {
 		res = &mcp.CallToolResult{}

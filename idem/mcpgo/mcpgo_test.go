@@ -45,10 +45,11 @@ type fixture struct {
 	fail  atomic.Value // string: "", "error", "iserror"
 }
 
-func newFixture(t *testing.T, opts ...idem.Option) *fixture {
+func newFixture(t *testing.T, mopts *mcpgo.Options) *fixture {
 	t.Helper()
-	f := &fixture{store: memory.New(nil), srv: server.NewMCPServer("notes", "v1")}
-	t.Cleanup(func() { f.store.(interface{ Close() error }).Close() })
+	mem := memory.New(nil)
+	f := &fixture{store: mcpgo.New(mem, nil, mopts), srv: server.NewMCPServer("notes", "v1")}
+	t.Cleanup(func() { mem.Close() })
 	f.fail.Store("")
 	mcpgo.AddTool(f.srv, mcp.NewTool("add_note", mcp.WithDescription("Add a note.")), f.store,
 		func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, noteOut, error) {
@@ -61,16 +62,16 @@ func newFixture(t *testing.T, opts ...idem.Option) *fixture {
 			}
 			id := fmt.Sprintf("note-%d", n)
 			return nil, noteOut{ID: id, N: n}, tx.Create(ctx, idem.Key{Collection: "notes", ID: id}, in)
-		}, append([]idem.Option{idem.RequireOpID()}, opts...)...)
+		}, idem.RequireOpID())
 	mcpgo.AddTool(f.srv, mcp.NewTool("set_label", mcp.WithDescription("Set a label.")), f.store,
 		func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in labelIn) (*mcp.CallToolResult, any, error) {
 			return nil, nil, tx.Put(ctx, idem.Key{Collection: "labels", ID: in.Handle}, in)
-		}, append([]idem.Option{idem.RecordKeys("handle")}, opts...)...)
+		}, idem.RecordKeys("handle"))
 	mcpgo.AddTool(f.srv, mcp.NewTool("log_visit", mcp.WithDescription("Log a visit.")), f.store,
 		func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, any, error) {
 			return nil, nil, nil
-		}, append([]idem.Option{idem.OpID()}, opts...)...)
-	mcpgo.RegisterStatusTool(f.srv, f.store, opts...)
+		}, idem.OpID())
+	mcpgo.RegisterStatusTool(f.srv, f.store)
 	return f
 }
 
@@ -149,7 +150,7 @@ func structured(t *testing.T, res *mcp.CallToolResult) noteOut {
 }
 
 func TestSameOpIDRunsOnceAndReplays(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, nil)
 	c := f.connect(t)
 	r1 := call(t, c, "add_note", map[string]any{"text": "hi", "op_id": "op-1"}, nil)
 	r2 := call(t, c, "add_note", map[string]any{"text": "hi", "op_id": "op-1"}, nil)
@@ -179,7 +180,7 @@ func TestSameOpIDRunsOnceAndReplays(t *testing.T) {
 }
 
 func TestRefusalsAreCodedAndQuoteNothing(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, nil)
 	c := f.connect(t)
 	call(t, c, "add_note", map[string]any{"text": "hi", "op_id": "op-1"}, nil)
 	for _, tc := range []struct {
@@ -217,7 +218,7 @@ func TestRefusalsAreCodedAndQuoteNothing(t *testing.T) {
 func TestHandlerErrorsAreNotSaved(t *testing.T) {
 	for _, mode := range []string{"error", "iserror"} {
 		t.Run(mode, func(t *testing.T) {
-			f := newFixture(t)
+			f := newFixture(t, nil)
 			c := f.connect(t)
 			f.fail.Store(mode)
 			res := call(t, c, "add_note", map[string]any{"text": "hi", "op_id": "op-1"}, nil)
@@ -234,7 +235,7 @@ func TestHandlerErrorsAreNotSaved(t *testing.T) {
 }
 
 func TestGetOperation(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, nil)
 	c := f.connect(t)
 	first := call(t, c, "add_note", map[string]any{"text": "hi", "op_id": "op-1"}, nil)
 	res := call(t, c, "get_operation", map[string]any{"tool": "add_note", "op_id": "op-1"}, nil)
@@ -258,7 +259,7 @@ func TestGetOperation(t *testing.T) {
 }
 
 func TestPublishedTools(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, nil)
 	c := f.connect(t)
 	list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
 	if err != nil {
@@ -309,15 +310,15 @@ func TestScopeOverHTTP(t *testing.T) {
 		return call(t, c, "add_note", map[string]any{"text": "hi", "op_id": opID}, nil)
 	}
 	t.Run("without Scope", func(t *testing.T) {
-		f := newFixture(t)
+		f := newFixture(t, nil)
 		if res := callAs(t, f, "alice", "op-1"); codeOf(res) != string(idem.CodeScopeRequired) {
 			t.Fatalf("code %q, want scope_required", codeOf(res))
 		}
 	})
 	t.Run("with Scope", func(t *testing.T) {
-		f := newFixture(t, mcpgo.Scope(func(ctx context.Context, req mcp.CallToolRequest) string {
+		f := newFixture(t, &mcpgo.Options{Scope: func(ctx context.Context, req mcp.CallToolRequest) string {
 			return strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
-		}))
+		}})
 		a := callAs(t, f, "alice", "op-1")
 		b := callAs(t, f, "bob", "op-1")
 		if a.IsError || b.IsError {

@@ -31,9 +31,15 @@ type Library interface {
 // Config is what a server offers.
 type Config struct {
 	Store idem.Store
+	// Options are the server's Guard's settings, but for the scope.
+	Options idem.Options
+	// Scope, when set, says who an op belongs to, through the library's
+	// scope setting; nil leaves the library's default (the authenticated
+	// user).
+	Scope func(ctx context.Context, r Request) string
 	Tools []Tool
-	// Status, when not nil, adds get_operation with these options.
-	Status []idem.Option
+	// Status adds get_operation.
+	Status bool
 	// Arrived, when set, is called as each tools/call reaches the server,
 	// before the tool's middleware.
 	Arrived func()
@@ -48,7 +54,7 @@ type Server interface {
 	Connect(t *testing.T, lose string) *mcp.ClientSession
 	// HTTP returns the server over streamable HTTP behind bearer tokens:
 	// users maps each token it accepts to the user id of its caller, the
-	// scope of op ids for tools without a Scope of their own. Other tokens
+	// scope of op ids on a server without a Scope of its own. Other tokens
 	// get 401.
 	HTTP(users map[string]string) http.Handler
 }
@@ -60,10 +66,6 @@ type Tool struct {
 	// handler's In.
 	InputSchema json.RawMessage
 	Options     []idem.Option
-	// Scope, when set, says who an op belongs to, through the library's
-	// scope option; nil leaves the library's default (the authenticated
-	// user).
-	Scope func(ctx context.Context, r Request) string
 	// Handler is a Handler of one of the pairs every library registers:
 	// [NoteIn] and [NoteOut], [StatusIn] and StatusIn, [CloseIn] and
 	// CloseIn, [BumpIn] and [Counter]. Its generic types must be named in

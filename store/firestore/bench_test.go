@@ -37,12 +37,12 @@ func BenchmarkOpRecord(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	_, handle := idem.Tool(&mcp.Tool{Name: "add_note", Description: "Add a note."}, s,
+	guard := idem.New(s, &idem.Options{Scope: func(context.Context, *mcp.CallToolRequest) string { return "uid-1" }})
+	_, handle := idem.Tool(&mcp.Tool{Name: "add_note", Description: "Add a note."}, guard,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in benchNote) (*mcp.CallToolResult, benchNote, error) {
 			return nil, in, put(ctx, tx, in)
 		},
-		idem.RequireOpID(),
-		idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "uid-1" }))
+		idem.RequireOpID())
 	wrapped := func(id string) bool {
 		res, err := handle(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "add_note",
 			Arguments: json.RawMessage(`{"id":"` + id + `","text":"hello","op_id":"op-` + id + `"}`)}})

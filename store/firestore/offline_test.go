@@ -58,7 +58,8 @@ func TestOfflineStopDeliveredTwiceLate(t *testing.T) {
 
 	var runs atomic.Int64
 	srv := mcp.NewServer(&mcp.Implementation{Name: "focus", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "end_focus", Description: "End a focus session."}, s,
+	guard := idem.New(s, &idem.Options{Scope: func(context.Context, *mcp.CallToolRequest) string { return uid }, Now: now})
+	idem.AddTool(srv, &mcp.Tool{Name: "end_focus", Description: "End a focus session."}, guard,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in endFocusIn) (*mcp.CallToolResult, endFocusOut, error) {
 			runs.Add(1)
 			k := idem.Key{Owner: uid, Collection: "sessions", ID: in.SessionID}
@@ -77,9 +78,7 @@ func TestOfflineStopDeliveredTwiceLate(t *testing.T) {
 			}
 			return nil, endFocusOut{SessionID: in.SessionID, End: end}, nil
 		},
-		idem.RequireOpID(),
-		idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return uid }),
-		idem.Clock(now))
+		idem.RequireOpID())
 
 	params := &mcp.CallToolParams{Name: "end_focus", Arguments: map[string]any{
 		"session_id": "s1", "end_at": day(14, 5).Format(time.RFC3339), "op_id": opID}}

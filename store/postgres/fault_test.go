@@ -184,18 +184,19 @@ END $$`, fn),
 	first.Store(true)
 	pids := make(chan uint32, 1)
 	var unknown atomic.Int32
-	tool := newDepositTool(t, b.store, depositHandler(b.accounts, b.transfers, func(ctx context.Context, ptx pgx.Tx) error {
+	guard := idem.New(b.store, &idem.Options{Tracer: onCallEnd(func(ev idem.Event) {
+		if ev.Outcome == idem.OutcomeUnknown && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
+			unknown.Add(1)
+		}
+	})})
+	tool := newDepositTool(t, guard, depositHandler(b.accounts, b.transfers, func(ctx context.Context, ptx pgx.Tx) error {
 		if !first.CompareAndSwap(true, false) {
 			return nil
 		}
 		pids <- ptx.Conn().PgConn().PID()
 		_, err := ptx.Exec(ctx, "SELECT set_config('idemtest.hold_commit', $1, true)", strconv.FormatInt(lockKey, 10))
 		return err
-	}), idem.OpID(), idem.Observe(func(ctx context.Context, ev idem.Event) {
-		if ev.Outcome == idem.OutcomeUnknown && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
-			unknown.Add(1)
-		}
-	}))
+	}), idem.OpID())
 
 	in := depositIn{Account: "alice", Amount: 4, OpID: "kill-commit"}
 	done := make(chan *mcp.CallToolResult, 1)
@@ -442,3 +443,9 @@ func TestRepeatElsewhereWithLostReplyIsAReplay(t *testing.T) {
 		t.Fatalf("state %+v", s)
 	}
 }
+
+// onCallEnd is an idem.Tracer that calls f with how each call ended.
+type onCallEnd func(idem.Event)
+
+func (f onCallEnd) StartCall(ctx context.Context, _ idem.CallInfo) context.Context { return ctx }
+func (f onCallEnd) EndCall(_ context.Context, e idem.Event)                        { f(e) }

@@ -127,7 +127,8 @@ func (db *loadDB) start(pool *pgxpool.Pool, log *callLog) (*loadApp, error) {
 		return nil, err
 	}
 	insert := "INSERT INTO " + db.writes + " (op_id, amount) VALUES ($1, $2) RETURNING seq"
-	_, handle := idem.Tool(&mcp.Tool{Name: "deposit"}, s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in loadIn) (*mcp.CallToolResult, loadOut, error) {
+	guard := idem.New(s, &idem.Options{Logger: slog.New(log)})
+	_, handle := idem.Tool(&mcp.Tool{Name: "deposit"}, guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in loadIn) (*mcp.CallToolResult, loadOut, error) {
 		var q postgres.Querier
 		if !tx.As(&q) {
 			return nil, loadOut{}, errors.New("not a PostgreSQL store")
@@ -137,7 +138,7 @@ func (db *loadDB) start(pool *pgxpool.Pool, log *callLog) (*loadApp, error) {
 			return nil, loadOut{}, err
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("row %d", out.Seq)}}}, out, nil
-	}, idem.OpID(), idem.Logger(slog.New(log)))
+	}, idem.OpID())
 	return &loadApp{pool: pool, store: s, handle: handle}, nil
 }
 

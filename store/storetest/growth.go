@@ -44,10 +44,11 @@ type labelOut struct {
 func FillOpRecords(t *testing.T, s idem.Store, now func() time.Time, ttl time.Duration, n, size int) {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "growth", Version: "v0"}, nil)
-	idem.AddTool(srv, &mcp.Tool{Name: "label"}, s,
+	guard := idem.New(s, &idem.Options{TTL: ttl, Now: now})
+	idem.AddTool(srv, &mcp.Tool{Name: "label"}, guard,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in labelIn) (*mcp.CallToolResult, labelOut, error) {
 			return nil, labelOut(in), nil
-		}, idem.RequireOpID(), idem.TTL(ttl), idem.Clock(now))
+		}, idem.RequireOpID())
 	cs := connectTo(t, srv, nil)
 	label := strings.Repeat("x", size)
 	for i := range n {

@@ -270,8 +270,10 @@ func mwScopeOverHTTP(t *testing.T, h Harness) {
 	if f.opRecord("alice", "scoped_note", "shared-op") == nil || f.opRecord("bob", "scoped_note", "shared-op") == nil {
 		t.Error("want one op record per user")
 	}
-	// Without a token (in-memory), a tool that requires a scope refuses.
-	r := callTool(t, f.connect(), "scoped_note", map[string]any{"text": "x", "op_id": "anon"}, nil)
+	// Without a token (in-memory), a server that requires a scope refuses.
+	cfg := f.config()
+	cfg.Options.RequireScope = true
+	r := callTool(t, f.lib.NewServer(t, cfg).Connect(t, ""), "scoped_note", map[string]any{"text": "x", "op_id": "anon"}, nil)
 	if errCode(r) != string(idem.CodeScopeRequired) {
 		t.Errorf("anonymous call: code %q, want scope_required", errCode(r))
 	}
@@ -296,19 +298,20 @@ func mwScopeOverHTTP(t *testing.T, h Harness) {
 }
 
 // mwScopesKeepOpsApart shows, without HTTP, that op ids are kept per scope
-// (here a tenant named in _meta, through idem.Scope): two tenants' same op
+// (here a tenant named in _meta, through the server's scope): two tenants' same op
 // id with the same arguments are two operations, each tenant's repeat
 // replays its own answer, and one tenant's other arguments under that op id
 // are not key_reused against the other's.
 func mwScopesKeepOpsApart(t *testing.T, h Harness) {
 	f := newMWFixture(t, h)
 	const metaTenant = "storetest/tenant"
-	cs := f.serve(mwlib.Tool{Name: "tenant_note", Handler: mwlib.Handler[noteIn, noteOut](f.addNote),
-		Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL)},
+	cs := f.lib.NewServer(t, mwlib.Config{Store: f.store, Options: idem.Options{Now: f.clock.Now, TTL: opTTL},
 		Scope: func(ctx context.Context, r mwlib.Request) string {
 			tenant, _ := r.Meta()[metaTenant].(string)
 			return tenant
-		}}).Connect(t, "")
+		},
+		Tools: []mwlib.Tool{{Name: "tenant_note", Handler: mwlib.Handler[noteIn, noteOut](f.addNote), Options: []idem.Option{idem.OpID()}}},
+	}).Connect(t, "")
 	call := func(tenant, text string) *mcp.CallToolResult {
 		t.Helper()
 		r := callTool(t, cs, "tenant_note", map[string]any{"text": text}, mcp.Meta{metaTenant: tenant, idem.MetaOpID: "op-tenants"})
@@ -405,7 +408,7 @@ func mwCancelAfterHandlerStillCommits(t *testing.T, h Harness) {
 		return nil, noteOut{ID: k.ID}, nil
 	}
 	cs := f.serve(mwlib.Tool{Name: "add_note", Handler: mwlib.Handler[noteIn, noteOut](add),
-		Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now)}}).Connect(t, "")
+		Options: []idem.Option{idem.OpID()}}).Connect(t, "")
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"text": "x", "op_id": "op-c"}})
 	if err == nil {
 		t.Log("the call answered before its cancellation") // the commit is checked either way
@@ -672,7 +675,7 @@ func mwDifferentOpsOnOneRecordLoseNothing(t *testing.T, h Harness) {
 		return nil, c, err
 	}
 	cs := f.serve(mwlib.Tool{Name: "bump", Handler: mwlib.Handler[mwlib.BumpIn, counter](bump),
-		Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now)}}).Connect(t, "")
+		Options: []idem.Option{idem.OpID()}}).Connect(t, "")
 	n := h.goroutines(16)
 	call := func(i int) error {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bump", Arguments: map[string]any{},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,17 +85,17 @@ func (f *mwFixture) newServer() mwlib.Server { return f.lib.NewServer(f.t, f.con
 
 // serve returns a server of f's library with tools on f's store.
 func (f *mwFixture) serve(tools ...mwlib.Tool) mwlib.Server {
-	return f.lib.NewServer(f.t, mwlib.Config{Store: f.store, Tools: tools})
+	return f.lib.NewServer(f.t, mwlib.Config{Store: f.store, Options: idem.Options{Now: f.clock.Now}, Tools: tools})
 }
 
 // config is the fixture's server: its tools and get_operation.
 func (f *mwFixture) config() mwlib.Config {
-	opts := []idem.Option{idem.OpID(), idem.Clock(f.clock.Now), idem.TTL(opTTL)}
-	keyed := []idem.Option{idem.RecordKeys("handle"), idem.Clock(f.clock.Now)}
-	return mwlib.Config{Store: f.store, Status: []idem.Option{}, Tools: []mwlib.Tool{
+	opts := []idem.Option{idem.OpID()}
+	keyed := []idem.Option{idem.RecordKeys("handle")}
+	return mwlib.Config{Store: f.store, Options: idem.Options{Now: f.clock.Now, TTL: opTTL}, Status: true, Tools: []mwlib.Tool{
 		{Name: "add_note", Description: "Add a note.", Handler: mwlib.Handler[noteIn, noteOut](f.addNote), Options: opts},
 		{Name: "scoped_note", Description: "Add a note as a signed-in user.", Handler: mwlib.Handler[noteIn, noteOut](f.addNote),
-			Options: append(slices.Clip(opts), idem.RequireScope())},
+			Options: opts},
 		{Name: "set_status", Description: "Set a handle's status.", Handler: mwlib.Handler[statusIn, statusIn](f.setStatus), Options: keyed},
 		// A label of 3 to 8 characters (code points, not bytes): a schema
 		// with the keywords the middleware's fast argument check reads.
@@ -105,7 +104,7 @@ func (f *mwFixture) config() mwlib.Config {
 		"properties":{"handle":{"type":"string"},"status":{"type":"string","minLength":3,"maxLength":8}},
 		"required":["handle","status"],"additionalProperties":false}`)},
 		{Name: "close_session", Description: "Close a session.", Handler: mwlib.Handler[closeIn, closeIn](closeSession),
-			Options: []idem.Option{idem.OpID(), idem.Clock(f.clock.Now)}},
+			Options: []idem.Option{idem.OpID()}},
 	}}
 }
 
@@ -323,8 +322,8 @@ func newHeldTool(t *testing.T, f *mwFixture, busyAfter time.Duration) *heldTool 
 		}
 		return nil, noteOut{ID: "slow-1"}, tx.Put(ctx, idem.Key{Collection: "notes", ID: "slow-1"}, in)
 	}
-	srv := f.serve(mwlib.Tool{Name: "slow", Handler: mwlib.Handler[noteIn, noteOut](slow),
-		Options: []idem.Option{idem.OpID(), idem.BusyAfter(busyAfter), idem.Clock(f.clock.Now)}})
+	srv := f.lib.NewServer(t, mwlib.Config{Store: f.store, Options: idem.Options{Now: f.clock.Now, BusyAfter: busyAfter},
+		Tools: []mwlib.Tool{{Name: "slow", Handler: mwlib.Handler[noteIn, noteOut](slow), Options: []idem.Option{idem.OpID()}}}})
 	ht.cs = srv.Connect(t, "")
 	return ht
 }

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -24,22 +23,27 @@ func (goSDK) Name() string { return "go-sdk" }
 func (goSDK) NewServer(t *testing.T, c mwlib.Config) mwlib.Server {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "storetest", Version: "v0"}, nil)
+	opts := c.Options
+	if c.Scope != nil {
+		opts.Scope = func(ctx context.Context, req *mcp.CallToolRequest) string { return c.Scope(ctx, goSDKRequest{req}) }
+	}
+	guard := idem.New(c.Store, &opts)
 	for _, tl := range c.Tools {
 		switch h := tl.Handler.(type) {
 		case mwlib.Handler[noteIn, noteOut]:
-			goSDKTool(srv, c.Store, tl, h)
+			goSDKTool(srv, guard, tl, h)
 		case mwlib.Handler[statusIn, statusIn]:
-			goSDKTool(srv, c.Store, tl, h)
+			goSDKTool(srv, guard, tl, h)
 		case mwlib.Handler[closeIn, closeIn]:
-			goSDKTool(srv, c.Store, tl, h)
+			goSDKTool(srv, guard, tl, h)
 		case mwlib.Handler[mwlib.BumpIn, counter]:
-			goSDKTool(srv, c.Store, tl, h)
+			goSDKTool(srv, guard, tl, h)
 		default:
 			t.Fatalf("tool %s: a handler of no pair the libraries register: %T", tl.Name, tl.Handler)
 		}
 	}
-	if c.Status != nil {
-		idem.RegisterStatusTool(srv, c.Store, c.Status...)
+	if c.Status {
+		idem.RegisterStatusTool(srv, guard)
 	}
 	if c.Arrived != nil {
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -60,12 +64,6 @@ func goSDKTool[In, Out any](srv *mcp.Server, s idem.Store, tl mwlib.Tool, h mwli
 	if tl.InputSchema != nil {
 		tool.InputSchema = tl.InputSchema
 	}
-	opts := tl.Options
-	if tl.Scope != nil {
-		opts = append(slices.Clip(opts), idem.Scope(func(ctx context.Context, req *mcp.CallToolRequest) string {
-			return tl.Scope(ctx, goSDKRequest{req})
-		}))
-	}
 	idem.AddTool(srv, tool, s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		e, out, err := h(ctx, tx, goSDKRequest{req}, in)
 		if e == nil {
@@ -76,7 +74,7 @@ func goSDKTool[In, Out any](srv *mcp.Server, s idem.Store, tl mwlib.Tool, h mwli
 			res.Meta = mcp.Meta{idem.MetaError: string(e.Code)}
 		}
 		return res, out, err
-	}, opts...)
+	}, tl.Options...)
 }
 
 type goSDKRequest struct{ req *mcp.CallToolRequest }

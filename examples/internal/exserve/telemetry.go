@@ -17,7 +17,7 @@ import (
 // records through log: each span, as it ends, as one record; and each
 // metric's data points, one record each, every interval (a minute when it
 // is not positive) and when stopped. It sets the global tracer and meter
-// providers, which the middleware uses unless given others, and returns the
+// providers, which otelidem.NewTracer(nil) records through, and returns the
 // function that prints the last metrics and stops both. For an example's
 // flag:
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/otelidem"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -24,7 +25,8 @@ func TestTelemetryLogsSpansAndMetrics(t *testing.T) {
 	type in struct {
 		Text string `json:"text"`
 	}
-	idem.AddTool(srv, &mcp.Tool{Name: "add"}, memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in in) (*mcp.CallToolResult, any, error) {
+	guard := idem.New(memory.New(nil), &idem.Options{Tracer: otelidem.NewTracer(nil)})
+	idem.AddTool(srv, &mcp.Tool{Name: "add"}, guard, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in in) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
 	}, idem.RequireOpID())
 	cs, err := idemtest.Connect(ctx, srv, nil)

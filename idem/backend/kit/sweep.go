@@ -7,11 +7,9 @@ import (
 	"runtime"
 	"time"
 	"weak"
-
-	"github.com/idemkit/sdk/internal/telemetry"
 )
 
-// The background sweep's defaults (docs/sweep.md).
+// The background sweep's defaults (docs/stores.md).
 const (
 	// SweepLimit is the most documents one round deletes.
 	SweepLimit = 1000
@@ -40,7 +38,7 @@ type SweepRound struct {
 // SweepOptions configure a store's background sweep.
 type SweepOptions struct {
 	// Store names the store in SweepRound, in logged errors and in the
-	// sweep metrics (idemkit.sweep.*), as db.system.name spells it
+	// sweep metrics (otelidem), as db.system.name spells it
 	// ("sqlite", "postgresql", "memory").
 	Store string
 	// Off starts no sweep: a deployment that runs one sweeping process of
@@ -130,7 +128,6 @@ func sweepLoop[T any](ctx context.Context, s *Sweeping, owner weak.Pointer[T], s
 		}
 		took := time.Since(start)
 		next := p.next(n, took, err)
-		telemetry.SweepPass(ctx, o.Store, int64(n), err)
 		o.Report(SweepRound{Store: o.Store, Deleted: n, Took: took, Err: err, Next: next})
 		t.Reset(next)
 	}

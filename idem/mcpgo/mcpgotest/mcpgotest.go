@@ -18,7 +18,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +42,8 @@ func RunMiddleware(t *testing.T, h storetest.Harness) {
 
 // library is mcp-go as the middleware cases' library. mcp-go has no
 // authenticated user of its own: as its authors are told to
-// (docs/mcp-go.md), the servers put the user a bearer token stands for in
-// the context and every tool reads it back with mcpgo.Scope.
+// (docs/protect.md), the servers put the user a bearer token stands for in
+// the context and the Guard reads it back with mcpgo.Options.Scope.
 type library struct{}
 
 func (library) Name() string { return "mcp-go" }
@@ -61,22 +60,27 @@ func (library) NewServer(t *testing.T, c mwlib.Config) mwlib.Server {
 		}))
 	}
 	srv := server.NewMCPServer("storetest", "v0", opts...)
+	scope := userScope
+	if c.Scope != nil {
+		scope = func(ctx context.Context, req mcp.CallToolRequest) string { return c.Scope(ctx, request{req}) }
+	}
+	guard := mcpgo.New(c.Store, &c.Options, &mcpgo.Options{Scope: scope})
 	for _, tl := range c.Tools {
 		switch h := tl.Handler.(type) {
 		case mwlib.Handler[mwlib.NoteIn, mwlib.NoteOut]:
-			addTool(srv, c.Store, tl, h)
+			addTool(srv, guard, tl, h)
 		case mwlib.Handler[mwlib.StatusIn, mwlib.StatusIn]:
-			addTool(srv, c.Store, tl, h)
+			addTool(srv, guard, tl, h)
 		case mwlib.Handler[mwlib.CloseIn, mwlib.CloseIn]:
-			addTool(srv, c.Store, tl, h)
+			addTool(srv, guard, tl, h)
 		case mwlib.Handler[mwlib.BumpIn, mwlib.Counter]:
-			addTool(srv, c.Store, tl, h)
+			addTool(srv, guard, tl, h)
 		default:
 			t.Fatalf("tool %s: a handler of no pair the libraries register: %T", tl.Name, tl.Handler)
 		}
 	}
-	if c.Status != nil {
-		mcpgo.RegisterStatusTool(srv, c.Store, append(slices.Clip(c.Status), userScope)...)
+	if c.Status {
+		mcpgo.RegisterStatusTool(srv, guard)
 	}
 	return mcpgoServer{srv}
 }
@@ -84,22 +88,18 @@ func (library) NewServer(t *testing.T, c mwlib.Config) mwlib.Server {
 // userKey is the context key of the user a bearer token stands for.
 type userKey struct{}
 
-// userScope is the scope of a tool without one of its own: the caller's
-// user, "" for none.
-var userScope = mcpgo.Scope(func(ctx context.Context, req mcp.CallToolRequest) string {
+// userScope is the scope of a server without one of its own: the
+// caller's user, "" for none.
+func userScope(ctx context.Context, req mcp.CallToolRequest) string {
 	u, _ := ctx.Value(userKey{}).(string)
 	return u
-})
+}
 
 // addTool registers h as tool tl with mcpgo.AddTool.
 func addTool[In, Out any](srv *server.MCPServer, s idem.Store, tl mwlib.Tool, h mwlib.Handler[In, Out]) {
 	tool := mcp.NewTool(tl.Name, mcp.WithDescription(tl.Description))
 	if tl.InputSchema != nil {
 		tool.RawInputSchema = tl.InputSchema
-	}
-	scope := userScope
-	if tl.Scope != nil {
-		scope = mcpgo.Scope(func(ctx context.Context, req mcp.CallToolRequest) string { return tl.Scope(ctx, request{req}) })
 	}
 	mcpgo.AddTool(srv, tool, s, func(ctx context.Context, tx idem.Tx, req mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		e, out, err := h(ctx, tx, request{req}, in)
@@ -111,7 +111,7 @@ func addTool[In, Out any](srv *server.MCPServer, s idem.Store, tl mwlib.Tool, h 
 			res.Meta = &mcp.Meta{AdditionalFields: map[string]any{idem.MetaError: string(e.Code)}}
 		}
 		return res, out, err
-	}, append(slices.Clip(tl.Options), scope)...)
+	}, tl.Options...)
 }
 
 type request struct{ req mcp.CallToolRequest }

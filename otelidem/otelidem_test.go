@@ -1,4 +1,4 @@
-package idem_test
+package otelidem
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,7 +32,6 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
-	"github.com/idemkit/sdk/internal/telemetry"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -41,7 +41,44 @@ type telemetryRig struct {
 	spans  *tracetest.InMemoryExporter
 	reader *sdkmetric.ManualReader
 	logs   bytes.Buffer
-	opts   []idem.Option
+	log    *slog.Logger
+	tracer *Tracer
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/telemetry.golden")
+
+type Note struct {
+	Text string `json:"text"`
+}
+
+type Added struct {
+	ID string `json:"id"`
+}
+
+// guard is a Guard on a fresh memory store that reports to the rig.
+func (r *telemetryRig) guard(opts idem.Options) *idem.Guard {
+	opts.Logger, opts.Tracer = r.log, r.tracer
+	return idem.New(memory.New(nil), &opts)
+}
+
+// serve registers h as tool name on a new server with g, and returns a
+// function that calls it through an in-process session.
+func serve[In, Out any](t *testing.T, g *idem.Guard, name string, h idem.HandlerFor[In, Out], opts ...idem.Option) func(args any, meta mcp.Meta) *mcp.CallToolResult {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: name}, g, h, opts...)
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return func(args any, meta mcp.Meta) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
 }
 
 func newTelemetryRig(t *testing.T) *telemetryRig {
@@ -63,7 +100,7 @@ func newTelemetryRig(t *testing.T) *telemetryRig {
 			}
 			return a
 		}}))
-	r.opts = []idem.Option{idem.TracerProvider(tp), idem.MeterProvider(mp), idem.Logger(log)}
+	r.log, r.tracer = log, NewTracer(&Options{TracerProvider: tp, MeterProvider: mp})
 	return r
 }
 
@@ -77,8 +114,8 @@ func (r *telemetryRig) metrics(t *testing.T) map[string]map[string]int64 {
 	}
 	got := map[string]map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != telemetry.ScopeName {
-			t.Errorf("metrics of scope %q, want %q", sm.Scope.Name, telemetry.ScopeName)
+		if sm.Scope.Name != scopeName {
+			t.Errorf("metrics of scope %q, want %q", sm.Scope.Name, scopeName)
 		}
 		for _, m := range sm.Metrics {
 			points := map[string]int64{}
@@ -123,7 +160,7 @@ func (r *telemetryRig) render(t *testing.T) string {
 		slices.SortFunc(attrs, func(a, b attribute.KeyValue) int { return strings.Compare(string(a.Key), string(b.Key)) })
 		for _, kv := range attrs {
 			v := kv.Value.Emit()
-			if kv.Key == telemetry.SessionID {
+			if kv.Key == keySessionID {
 				v = "S"
 			}
 			fmt.Fprintf(&b, "  %s=%s\n", kv.Key, v)
@@ -177,14 +214,15 @@ func TestTelemetryFirstReplayRefusal(t *testing.T) {
 	r := newTelemetryRig(t)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
 	runs := 0
-	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, memory.New(nil),
+	guard := r.guard(idem.Options{Scope: func(context.Context, *mcp.CallToolRequest) string { return "user-7" }})
+	idem.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."}, guard,
 		func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
 			runs++
 			if !trace.SpanFromContext(ctx).IsRecording() {
 				t.Error("the handler's context holds no recording span")
 			}
 			return nil, Added{ID: "note-1"}, tx.Create(ctx, idem.Key{Collection: "notes", ID: "note-1"}, in)
-		}, append(r.opts, idem.RequireOpID(), idem.Scope(func(context.Context, *mcp.CallToolRequest) string { return "user-7" }))...)
+		}, idem.RequireOpID())
 	cs, err := idemtest.Connect(ctx, srv, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -214,33 +252,33 @@ func TestTelemetryFirstReplayRefusal(t *testing.T) {
 		attrs := attribute.NewSet(s.Attributes...)
 		get := func(k attribute.Key) string { v, _ := attrs.Value(k); return v.Emit() }
 		if s.Name != "tools/call add_note" || s.SpanKind != trace.SpanKindServer || s.Status.Code != want.status ||
-			get(telemetry.MethodName) != "tools/call" || get(telemetry.ToolName) != "add_note" ||
-			get(telemetry.Outcome) != want.outcome || get(telemetry.Replayed) != fmt.Sprint(want.outcome == "replay") ||
-			get(telemetry.OpIDHash) != wantHash || get(telemetry.ProtocolVersion) == "" {
+			get(keyMethodName) != "tools/call" || get(keyToolName) != "add_note" ||
+			get(keyOutcome) != want.outcome || get(keyReplayed) != fmt.Sprint(want.outcome == "replay") ||
+			get(keyOpIDHash) != wantHash || get(keyProtocolVersion) == "" {
 			t.Errorf("span %d: %s %s %v %v, want %s", i, s.Name, s.SpanKind, s.Status, s.Attributes, want.outcome)
 		}
-		if want.code != "" && (get(telemetry.Code) != want.code || get(telemetry.ErrorType) != telemetry.ToolError || s.Status.Description != want.code) {
-			t.Errorf("span %d: code %q, error.type %q, status %q: want %s, tool_error", i, get(telemetry.Code), get(telemetry.ErrorType), s.Status.Description, want.code)
+		if want.code != "" && (get(keyCode) != want.code || get(keyErrorType) != toolError || s.Status.Description != want.code) {
+			t.Errorf("span %d: code %q, error.type %q, status %q: want %s, tool_error", i, get(keyCode), get(keyErrorType), s.Status.Description, want.code)
 		}
 	}
 
 	m := r.metrics(t)
-	calls := m[telemetry.Calls]
+	calls := m[metricCalls]
 	for set, want := range map[string]int64{
 		"{gen_ai.tool.name=add_note,idemkit.outcome=first}":                           1,
 		"{gen_ai.tool.name=add_note,idemkit.outcome=replay}":                          1,
 		"{gen_ai.tool.name=add_note,idemkit.code=key_reused,idemkit.outcome=refused}": 1,
 	} {
 		if calls[set] != want {
-			t.Errorf("%s%s = %d, want %d (all: %v)", telemetry.Calls, set, calls[set], want, calls)
+			t.Errorf("%s%s = %d, want %d (all: %v)", metricCalls, set, calls[set], want, calls)
 		}
 	}
 	var n int64
-	for _, c := range m[telemetry.OperationDuration] {
+	for _, c := range m[metricDuration] {
 		n += c
 	}
 	if n != 3 {
-		t.Errorf("%s counted %d calls, want 3: %v", telemetry.OperationDuration, n, m[telemetry.OperationDuration])
+		t.Errorf("%s counted %d calls, want 3: %v", metricDuration, n, m[metricDuration])
 	}
 
 	logs := r.logs.String()
@@ -273,11 +311,11 @@ func TestTelemetryFirstReplayRefusal(t *testing.T) {
 // one with the same op id until busy are errors to the span and counted by
 // code; a transaction the store retried counts its retries.
 func TestTelemetryToolErrorContention(t *testing.T) {
-	ctx := context.Background()
 	r := newTelemetryRig(t)
 	var attempts atomic.Int32
 	hold, entered := make(chan struct{}), make(chan struct{}, 1)
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	g := r.guard(idem.Options{BusyAfter: 10 * time.Millisecond})
+	call := serve(t, g, "note", func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		switch in.Text {
 		case "fail":
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no"}}}, nil, nil
@@ -290,23 +328,16 @@ func TestTelemetryToolErrorContention(t *testing.T) {
 			<-hold
 		}
 		return nil, nil, nil
-	}, append(r.opts, idem.OpID(), idem.BusyAfter(10*time.Millisecond))...)
-	call := func(text, opID string) *mcp.CallToolResult {
-		args, _ := json.Marshal(map[string]string{"text": text, "op_id": opID})
-		res, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: args}}, Note{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	call("fail", "op-fail")
-	call("conflict", "op-conflict")
+	}, idem.OpID())
+	args := func(text, opID string) map[string]string { return map[string]string{"text": text, "op_id": opID} }
+	call(args("fail", "op-fail"), nil)
+	call(args("conflict", "op-conflict"), nil)
 	held := make(chan *mcp.CallToolResult)
-	go func() { held <- call("hold", "op-hold") }()
+	go func() { held <- call(args("hold", "op-hold"), nil) }()
 	<-entered
 	// The first call holds op-hold until this one, which waits for it, is
 	// refused: it cannot but wait.
-	if res := call("hold", "op-hold"); !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeBusy) {
+	if res := call(args("hold", "op-hold"), nil); !res.IsError || res.Meta[idem.MetaError] != string(idem.CodeBusy) {
 		t.Fatalf("concurrent call: %+v, want busy", res)
 	}
 	close(hold)
@@ -317,12 +348,12 @@ func TestTelemetryToolErrorContention(t *testing.T) {
 		metric, set string
 		want        int64
 	}{
-		{telemetry.Calls, "{gen_ai.tool.name=note,idemkit.code=not_saved,idemkit.outcome=refused}", 1},
-		{telemetry.Calls, "{gen_ai.tool.name=note,idemkit.code=busy,idemkit.outcome=refused}", 1},
-		{telemetry.Calls, "{gen_ai.tool.name=note,idemkit.outcome=first}", 2},
-		{telemetry.Retries, "{gen_ai.tool.name=note}", 1},
-		{telemetry.Waits, "{gen_ai.tool.name=note}", 1},
-		{telemetry.OperationDuration, "{error.type=tool_error,gen_ai.operation.name=execute_tool,gen_ai.tool.name=note,idemkit.outcome=refused,mcp.method.name=tools/call}", 2},
+		{metricCalls, "{gen_ai.tool.name=note,idemkit.code=not_saved,idemkit.outcome=refused}", 1},
+		{metricCalls, "{gen_ai.tool.name=note,idemkit.code=busy,idemkit.outcome=refused}", 1},
+		{metricCalls, "{gen_ai.tool.name=note,idemkit.outcome=first}", 2},
+		{metricRetries, "{gen_ai.tool.name=note}", 1},
+		{metricWaits, "{gen_ai.tool.name=note}", 1},
+		{metricDuration, "{error.type=tool_error,gen_ai.operation.name=execute_tool,gen_ai.tool.name=note,idemkit.outcome=refused,mcp.method.name=tools/call}", 2},
 	} {
 		if got := m[c.metric][c.set]; got != c.want {
 			t.Errorf("%s%s = %d, want %d (all: %v)", c.metric, c.set, got, c.want, m[c.metric])
@@ -345,19 +376,14 @@ func TestTelemetryToolErrorContention(t *testing.T) {
 // A client's trace context in _meta (traceparent, as the semantic
 // conventions for MCP propagate it) parents the call's span.
 func TestTelemetryTraceContextFromMeta(t *testing.T) {
-	ctx := context.Background()
 	r := newTelemetryRig(t)
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	call := serve(t, r.guard(idem.Options{}), "note", func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
-	}, r.opts...)
+	})
 	restore := setPropagator(propagation.TraceContext{})
 	defer restore()
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(`{"text":"a"}`),
-		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}}}
-	if _, _, err := h(ctx, req, Note{}); err != nil {
-		t.Fatal(err)
-	}
+	call(map[string]string{"text": "a"}, mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
 	spans := r.spans.GetSpans()
 	if len(spans) != 1 || spans[0].SpanContext.TraceID().String() != traceID || spans[0].Parent.SpanID().String() != "00f067aa0ba902b7" {
 		t.Fatalf("spans %+v, want one in trace %s", spans, traceID)
@@ -367,20 +393,20 @@ func TestTelemetryTraceContextFromMeta(t *testing.T) {
 // The attribute keys idemkit writes out are the semantic conventions'.
 func TestTelemetryKeysAreSemanticConventions(t *testing.T) {
 	for _, c := range []struct{ ours, theirs attribute.Key }{
-		{telemetry.MethodName, semconv.McpMethodNameKey},
-		{telemetry.SessionID, semconv.McpSessionIDKey},
-		{telemetry.ProtocolVersion, semconv.McpProtocolVersionKey},
-		{telemetry.ToolName, semconv.GenAIToolNameKey},
-		{telemetry.OperationName, semconv.GenAIOperationNameKey},
-		{telemetry.ErrorType, semconv.ErrorTypeKey},
-		{telemetry.DBSystem, semconv.DBSystemNameKey},
+		{keyMethodName, semconv.McpMethodNameKey},
+		{keySessionID, semconv.McpSessionIDKey},
+		{keyProtocolVersion, semconv.McpProtocolVersionKey},
+		{keyToolName, semconv.GenAIToolNameKey},
+		{keyOperationName, semconv.GenAIOperationNameKey},
+		{keyErrorType, semconv.ErrorTypeKey},
+		{keyDBSystem, semconv.DBSystemNameKey},
 	} {
 		if c.ours != c.theirs {
 			t.Errorf("key %q, semantic conventions say %q", c.ours, c.theirs)
 		}
 	}
-	if semconv.GenAIOperationNameExecuteTool.Value.AsString() != telemetry.ExecuteTool {
-		t.Errorf("gen_ai.operation.name %q, semantic conventions say %q", telemetry.ExecuteTool, semconv.GenAIOperationNameExecuteTool.Value.AsString())
+	if semconv.GenAIOperationNameExecuteTool.Value.AsString() != executeTool {
+		t.Errorf("gen_ai.operation.name %q, semantic conventions say %q", executeTool, semconv.GenAIOperationNameExecuteTool.Value.AsString())
 	}
 }
 
@@ -390,7 +416,7 @@ func setPropagator(p propagation.TextMapPropagator) (restore func()) {
 	return func() { otel.SetTextMapPropagator(old) }
 }
 
-// A tool made before the program sets the global tracer and meter
+// A Tracer made before the program sets the global tracer and meter
 // providers reports to them once they are set, and records nothing
 // before. It runs in a process of its own: the global providers can be set
 // only once.
@@ -405,14 +431,11 @@ func TestTelemetryGlobalProviders(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	h := idem.DirectTool(memory.New(nil), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+	g := idem.New(memory.New(nil), &idem.Options{Tracer: NewTracer(nil)})
+	h := serve(t, g, "note", func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
 	})
-	call := func() {
-		if _, _, err := h(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(`{"text":"a"}`)}}, Note{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	call := func() { h(map[string]string{"text": "a"}, nil) }
 	call()
 	spans := tracetest.NewInMemoryExporter()
 	reader := sdkmetric.NewManualReader()
@@ -428,5 +451,52 @@ func TestTelemetryGlobalProviders(t *testing.T) {
 	}
 	if len(rm.ScopeMetrics) != 1 || len(rm.ScopeMetrics[0].Metrics) == 0 {
 		t.Errorf("metrics %+v, want the call's", rm.ScopeMetrics)
+	}
+}
+
+// A call of a tool a Guard guards (Guard.Middleware, for a server's own
+// handlers) gets its span and its count too, first and replay alike.
+func TestTelemetryGuardedCall(t *testing.T) {
+	ctx := context.Background()
+	r := newTelemetryRig(t)
+	g := r.guard(idem.Options{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tracker", Version: "v1"}, nil)
+	runs := 0
+	mcp.AddTool(srv, &mcp.Tool{Name: "create_issue"}, func(ctx context.Context, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+		runs++
+		return nil, Added{ID: "issue-1"}, nil
+	})
+	srv.AddReceivingMiddleware(g.Middleware(idem.Tools{"create_issue": {idem.RecordKeys("text")}}))
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for range 2 {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "create_issue", Arguments: map[string]any{"text": "SECRET-title"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs)
+	}
+	var outcomes []string
+	for _, s := range r.spans.GetSpans() {
+		attrs := attribute.NewSet(s.Attributes...)
+		v, _ := attrs.Value(keyOutcome)
+		if s.Name != "tools/call create_issue" {
+			t.Errorf("span %q, want tools/call create_issue", s.Name)
+		}
+		outcomes = append(outcomes, v.Emit())
+	}
+	if !slices.Equal(outcomes, []string{"first", "replay"}) {
+		t.Errorf("span outcomes %q, want first and replay", outcomes)
+	}
+	calls := r.metrics(t)[metricCalls]
+	if calls["{gen_ai.tool.name=create_issue,idemkit.outcome=first}"] != 1 || calls["{gen_ai.tool.name=create_issue,idemkit.outcome=replay}"] != 1 {
+		t.Errorf("%s: %v, want one first and one replay", metricCalls, calls)
+	}
+	if out := r.render(t); strings.Contains(out, "SECRET") {
+		t.Errorf("telemetry carries an argument value:\n%s", out)
 	}
 }
