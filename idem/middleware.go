@@ -199,9 +199,10 @@ type op struct {
 	tool  string
 	id    string // the op id; "" for a call without one
 	scope string
-	key   Key    // the op record's
-	args  []byte // the decoded arguments, as encoding/json writes them
-	fp    string // fingerprint of args (see fingerprintArgs), once computed
+	key   Key             // the op record's
+	args  json.RawMessage // the arguments as sent
+	in    any             // and as the handler gets them
+	fp    string          // fingerprint of args (see fingerprintArgs), once computed
 	fpErr error
 
 	attempts int   // transaction attempts
@@ -210,17 +211,13 @@ type op struct {
 }
 
 // newOp fills in o, a call with op id opID: its scope, the op record's key
-// and the arguments' encoding.
+// and its arguments.
 func (t *tool) newOp(ctx context.Context, o *op, c *adapter.Call, in any, opID string) *Error {
 	scope, refused := t.c.opScope(ctx, c)
 	if refused != nil {
 		return refused
 	}
-	args, err := json.Marshal(in)
-	if err != nil {
-		return t.internal(o, "encoding arguments", err)
-	}
-	o.id, o.scope, o.args = opID, scope, args
+	o.id, o.scope, o.args, o.in = opID, scope, c.Arguments, in
 	o.key = oprecord.Key(scope, o.tool, opID)
 	return nil
 }
@@ -231,12 +228,6 @@ func (o *op) fingerprint() (string, error) {
 		o.fp, o.fpErr = fingerprintArgs(o.args)
 	}
 	return o.fp, o.fpErr
-}
-
-// argsHash returns the hex SHA-256 of the op's arguments as encoding/json
-// wrote them.
-func (o *op) argsHash() string {
-	return oprecord.Hex(sha256.Sum256(o.args))
 }
 
 // runPlain runs a call without an op id: the handler in a transaction.
@@ -390,7 +381,7 @@ func (t *tool) createRecord(ctx context.Context, tx Tx, o *op, a *answer, attemp
 	}
 	now := t.c.now()
 	rec := &oprecord.Record{
-		Scope: o.scope, Tool: o.tool, OpID: o.id, Fingerprint: fp, ArgsHash: o.argsHash(),
+		Scope: o.scope, Tool: o.tool, OpID: o.id, Fingerprint: fp,
 		Result: resJSON, OutputText: string(a.out),
 		CommittedAt: now.UTC(), ExpiresAt: now.Add(t.c.ttl).UTC(),
 		Attempt: attempt,
@@ -414,17 +405,21 @@ func (t *tool) replay(ctx context.Context, o *op, rec *oprecord.Record) (*answer
 	return &answer{res: res, out: rec.StructuredOutput(), replayed: true}, nil
 }
 
-// sameArgs reports whether rec was stored for o's arguments: their encoding
-// byte for byte, or else the same canonical fingerprint.
+// sameArgs reports whether rec was stored for o's arguments: the same
+// fingerprint.
 func sameArgs(o *op, rec *oprecord.Record) bool {
-	if rec.ArgsHash != "" && rec.ArgsHash == o.argsHash() {
-		if o.fp == "" {
-			o.fp = rec.Fingerprint // for logs and events
-		}
-		return true
-	}
 	fp, err := o.fingerprint()
-	return err == nil && fp == rec.Fingerprint
+	if err != nil {
+		return false
+	}
+	if rec.ArgsHash != "" {
+		// A record an earlier version wrote, within its TTL: it holds the
+		// hash of the handler's decoded arguments as encoding/json wrote
+		// them, which a repeat is compared by.
+		b, err := json.Marshal(o.in)
+		return err == nil && oprecord.Hex(sha256.Sum256(b)) == rec.ArgsHash
+	}
+	return fp == rec.Fingerprint
 }
 
 // errRollback makes Store.Run roll back a transaction whose result is sent

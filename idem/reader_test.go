@@ -3,18 +3,22 @@ package idem_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/oprecord"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -270,8 +274,9 @@ func TestRepeatElsewhereWithUnknownOutcomeIsAReplay(t *testing.T) {
 	}
 }
 
-// A repeat whose arguments encode to other bytes (member order) but the
-// same canonical form replays; one with another value is key_reused.
+// A repeat whose arguments differ only in member order and white space
+// replays; one with another value, or a number spelled another way, is
+// key_reused.
 func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
@@ -289,11 +294,13 @@ func TestRepeatMatchesByFingerprintWhenBytesDiffer(t *testing.T) {
 		return res
 	}
 	call(`{"a":1,"b":2,"op_id":"o"}`)
-	if res := call(`{"op_id":"o","b":2.0,"a":1}`); res.IsError || res.Meta[idem.MetaReplayed] != true || runs != 1 {
+	if res := call(` { "op_id" : "o", "b" : 2, "a" : 1 } `); res.IsError || res.Meta[idem.MetaReplayed] != true || runs != 1 {
 		t.Errorf("reordered arguments: %s, handler ran %d times; want a replay", mustJSON(res), runs)
 	}
-	if res := call(`{"a":1,"b":3,"op_id":"o"}`); res.Meta[idem.MetaError] != string(idem.CodeKeyReused) {
-		t.Errorf("changed arguments: %s, want key_reused", mustJSON(res))
+	for _, other := range []string{`{"a":1,"b":3,"op_id":"o"}`, `{"a":1,"b":2.0,"op_id":"o"}`} {
+		if res := call(other); res.Meta[idem.MetaError] != string(idem.CodeKeyReused) || runs != 1 {
+			t.Errorf("%s: %s, handler ran %d times; want key_reused", other, mustJSON(res), runs)
+		}
 	}
 }
 
@@ -429,5 +436,45 @@ func TestPanicOnRepeatElsewhereIsLogged(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "panicked") {
 		t.Errorf("the handler panicked and nothing was logged: %q", buf.String())
+	}
+}
+
+// A record an earlier version wrote, within its TTL, holds the hash of the
+// handler's decoded arguments (args_hash) and a fingerprint of another
+// form: a repeat with the same arguments replays it, and one with other
+// arguments is key_reused.
+func TestRecordOfAnEarlierVersion(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(nil)
+	type in struct {
+		A int    `json:"a"`
+		B string `json:"b"`
+	}
+	decoded, _ := json.Marshal(in{A: 1, B: "x"})
+	sum := sha256.Sum256(decoded)
+	now := time.Now()
+	rec := &oprecord.Record{Tool: "t", OpID: "old-op", Fingerprint: "an-earlier-form", ArgsHash: hex.EncodeToString(sum[:]),
+		Result: json.RawMessage(`{"content":[{"type":"text","text":"the first answer"}]}`), CommittedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
+		return tx.Create(ctx, oprecord.Key("", "t", "old-op"), rec, backend.WithExpiry(rec.ExpiresAt))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tool := idem.DirectTool(s, func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in in) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	}, idem.OpID())
+	call := func(args string) *mcp.CallToolResult {
+		t.Helper()
+		res, _, err := tool(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "t", Arguments: json.RawMessage(args)}}, in{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := call(`{"b":"x","a":1,"op_id":"old-op"}`); res.Meta[idem.MetaReplayed] != true || !strings.Contains(mustJSON(res), "the first answer") {
+		t.Errorf("the same arguments: %s, want the stored answer", mustJSON(res))
+	}
+	if res := call(`{"a":2,"b":"x","op_id":"old-op"}`); res.Meta[idem.MetaError] != string(idem.CodeKeyReused) {
+		t.Errorf("other arguments: %s, want key_reused", mustJSON(res))
 	}
 }

@@ -3,16 +3,15 @@ package idemclient
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"sync"
 
-	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/internal/argsfp"
 )
 
 // opIDArgument is the argument that carries an op id, and metaOpID the
@@ -136,7 +135,7 @@ func (c *Client) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	unknown := &UnknownOutcomeError{Tool: params.Name, OpID: opID, ArgsHash: argsHash(send.Arguments)}
+	unknown := &UnknownOutcomeError{Tool: params.Name, OpID: opID, Fingerprint: fingerprint(send.Arguments)}
 	safe, why := replayable(tool)
 	for {
 		// The go-sdk writes session details into _meta: every attempt
@@ -247,15 +246,9 @@ func takesOpID(t *mcp.Tool) bool {
 	return json.Unmarshal(raw, &s) == nil && s.Properties[opIDArgument] != nil
 }
 
-// argsHash is the hex SHA-256 of the canonical JSON (RFC 8785) of args.
-func argsHash(args any) string {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return ""
-	}
-	if c, err := jcs.Transform(raw); err == nil {
-		raw = c
-	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
+// fingerprint is the fingerprint of args, the one the server stores and
+// logs (package internal/argsfp); "" for arguments that have none.
+func fingerprint(args any) string {
+	fp, _ := argsfp.OfValue(args)
+	return fp
 }

@@ -2,6 +2,7 @@ package idemclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemclient"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/argsfp"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -139,8 +141,8 @@ func unknownOutcome(t *testing.T, err error) *idemclient.UnknownOutcomeError {
 	if u.OpID != "" && strings.Contains(u.Error(), u.OpID) {
 		t.Errorf("the message quotes the op id: %s", u.Error())
 	}
-	if len(u.ArgsHash) != 64 {
-		t.Errorf("ArgsHash = %q, want 64 hex digits", u.ArgsHash)
+	if len(u.Fingerprint) != 64 {
+		t.Errorf("Fingerprint = %q, want 64 hex digits", u.Fingerprint)
 	}
 	return u
 }
@@ -287,18 +289,22 @@ func TestToolErrorIsAnAnswer(t *testing.T) {
 	}
 }
 
-// The hash covers the arguments as sent: the same arguments give the same
-// hash whatever their order, and other arguments another.
-func TestArgsHash(t *testing.T) {
+// The fingerprint covers the arguments as sent, less the op id: the same
+// arguments give the same fingerprint whatever their order, and the one the
+// server computes (argsfp); other arguments another.
+func TestFingerprint(t *testing.T) {
 	hash := func(args any) string {
 		f := newFixture()
 		c, _ := client(t, f.server(false), nil, "set", 1, nil)
 		_, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "set", Arguments: args})
-		return unknownOutcome(t, err).ArgsHash
+		return unknownOutcome(t, err).Fingerprint
 	}
 	a := hash(map[string]any{"item": "a", "status": "b"})
 	if b := hash(statusIn{Status: "b", Item: "a"}); a != b {
-		t.Errorf("same arguments, hashes %s and %s", a, b)
+		t.Errorf("same arguments, fingerprints %s and %s", a, b)
+	}
+	if server, _ := argsfp.Of(json.RawMessage(`{"status":"b","item":"a","op_id":"any"}`)); a != server {
+		t.Errorf("fingerprint %s, the server's %s", a, server)
 	}
 	if b := hash(statusIn{Item: "a", Status: "c"}); a == b {
 		t.Error("other arguments, same hash")

@@ -15,17 +15,19 @@ import (
 // as Qwen Code tells its model: "verify the outcome before trying again".
 //
 // Its message names the tool, why the call was not sent again and the
-// argument hash; it holds no argument value and not the transport's error,
+// argument fingerprint; it holds no argument value and not the transport's error,
 // which Unwrap returns.
 type UnknownOutcomeError struct {
 	Tool string
 	// OpID is the op id the call carried, minted or the caller's; "" when
 	// the tool takes none and the caller sent none.
 	OpID string
-	// ArgsHash is the hex SHA-256 of the canonical JSON (RFC 8785) of the
-	// arguments as sent, op id included: it tells two calls apart in a log
-	// without quoting them. (It hides nothing an attacker could guess.)
-	ArgsHash string
+	// Fingerprint is the arguments' fingerprint, the one the server's op
+	// record and log record hold for the call: the hex SHA-256 of the
+	// arguments as sent, less op_id, written by encoding/json (members
+	// sorted). It tells two calls apart in a log without quoting them. (It
+	// hides nothing an attacker could guess.)
+	Fingerprint string
 	// Sends is how many times the call was sent.
 	Sends int
 	// Reason says why it was not sent again.
@@ -40,8 +42,8 @@ func (e *UnknownOutcomeError) Error() string {
 	if e.OpID != "" {
 		op = "an op id to reconcile with"
 	}
-	return fmt.Sprintf("idemclient: tool %q may have run: its answer was lost (%d attempt(s), %s, arguments sha256:%s), and it was not sent again: %s; check whether it ran before running it again",
-		e.Tool, e.Sends, op, e.ArgsHash, e.Reason)
+	return fmt.Sprintf("idemclient: tool %q may have run: its answer was lost (%d attempt(s), %s, argument fingerprint %s), and it was not sent again: %s; check whether it ran before running it again",
+		e.Tool, e.Sends, op, e.Fingerprint, e.Reason)
 }
 
 func (e *UnknownOutcomeError) Unwrap() error { return e.Err }

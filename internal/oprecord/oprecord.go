@@ -28,10 +28,11 @@ type Record struct {
 	Tool        string `json:"tool"`
 	OpID        string `json:"op_id"`
 	Fingerprint string `json:"fingerprint"`
-	// ArgsHash is the hex SHA-256 of the arguments as encoding/json wrote
-	// them: a repeat whose encoding is the same byte for byte matches
-	// without computing its fingerprint. Any other is compared by
-	// fingerprint.
+	// ArgsHash is set only in records an earlier version wrote: the hex
+	// SHA-256 of the handler's decoded arguments as encoding/json wrote
+	// them, which a repeat of such a record is compared by (its
+	// Fingerprint is of another form). Records now written compare by
+	// Fingerprint alone.
 	ArgsHash string          `json:"args_hash,omitempty"`
 	Result   json.RawMessage `json:"result"` // the *mcp.CallToolResult the handler returned
 	// OutputText is the structured content sent with the result, as the

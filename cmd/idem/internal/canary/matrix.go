@@ -191,7 +191,7 @@ func judge(rec *Record, c Case, st Stats, out outcome, marker string) {
 		if u.OpID != "" {
 			op = "op id sent"
 		}
-		rec.ClientResult = fmt.Sprintf("unknown outcome (%s, arguments sha256:%.12s…)", op, u.ArgsHash)
+		rec.ClientResult = fmt.Sprintf("unknown outcome (%s, argument fingerprint %.12s…)", op, u.Fingerprint)
 	default:
 		rec.ClientResult = "error, outcome not stated"
 	}
