@@ -3,7 +3,9 @@ package idem
 // A hand-written fast path for the library call every tool call makes: the
 // argument check (jsonschema-go). It takes only the inputs it is sure of,
 // the usual ones, and answers exactly as the library would; everything
-// else goes to the library. FuzzFastCheck compares the two. The other JSON
+// else goes to the library. FuzzFastCheck compares the two. On PostgreSQL
+// it buys about 8% of a first call and 10% of a replay (BenchmarkSuite/calls,
+// three paired rounds with and without it in one run). The other JSON
 // the middleware reads and writes for itself (the argument members, the op
 // record) is segmentio's, the go-sdk's own JSON library.
 

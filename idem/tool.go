@@ -17,63 +17,17 @@ import (
 // newTool wraps h for tool def: the published definition, the input schema
 // calls are checked against, and the state calls share.
 func newTool(def adapter.ToolDef, c *config, s Store, h adapter.Handler, decode func(json.RawMessage) (any, error)) (*tool, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	if def.ReadOnly && def.Destructive {
-		return nil, fmt.Errorf("annotations claim both read-only and destructive")
-	}
-	if def.Idempotent && c.opID && !c.requireOpID && len(c.keys) == 0 {
-		return nil, fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use RecordKeys or RequireOpID, or drop the claim)")
+	if err := checkClaims(def, c); err != nil {
+		return nil, err
 	}
 	pub := def
-	if c.onlyArg != "" && !c.outside {
-		return nil, fmt.Errorf("OnlyWhen is for tools a Guard guards (Guard.Middleware)")
-	}
 	pub.Idempotent = def.Idempotent || def.ReadOnly || (c.onlyArg == "" && (len(c.keys) > 0 || c.requireOpID))
-
 	schema, err := inputSchema(h.In, def.InputSchema)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range c.keys {
-		p, ok := schema.Properties[k]
-		if !ok {
-			return nil, fmt.Errorf("key %q is not an input property", k)
-		}
-		p = p.CloneSchemas()
-		// The property's own description is a phrase as often as a
-		// sentence: end it before the sentence that follows.
-		d := strings.TrimSpace(p.Description)
-		if d != "" && !strings.HasSuffix(d, ".") {
-			d += "."
-		}
-		keyNote := " Record key: names the record this call writes; a repeat with the same value writes the same record."
-		if c.outside {
-			keyNote = " Record key: a repeat with the same record keys is answered with the first call's answer."
-		}
-		p.Description = strings.TrimSpace(d + keyNote)
-		schema.Properties[k] = p
-	}
-	// op_id is in required exactly when the tool requires it, whatever In
-	// says (an In with its own op_id field without omitempty would make it
-	// required, and a model would then invent one).
-	schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
-		return slices.Contains(c.keys, r) || r == opIDArgument
-	})
-	if c.onlyArg == "" { // with OnlyWhen, only guarded calls need them
-		schema.Required = append(schema.Required, c.keys...)
-	}
-	if c.opID {
-		if c.requireOpID && c.onlyArg == "" {
-			schema.Required = append(schema.Required, opIDArgument)
-		}
-		p := &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
-		if own, ok := schema.Properties[opIDArgument]; ok {
-			p = own.CloneSchemas()
-		}
-		p.Description = opIDPropertyNote[c.requireOpID]
-		schema.Properties[opIDArgument] = p
+	if err := addKeysAndOpID(schema, c); err != nil {
+		return nil, err
 	}
 	// Calls are checked against the schema less a required op_id: an op id
 	// may come in _meta instead, and its presence is checked apart
@@ -88,25 +42,9 @@ func newTool(def adapter.ToolDef, c *config, s Store, h adapter.Handler, decode 
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	out := outputOf(h.Out)
-	pub.OutputSchema = nil
-	if def.OutputSchema != nil || !out.isInterface {
-		os, err := outputSchema(h.Out, def.OutputSchema)
-		if err != nil {
-			return nil, err
-		}
-		if pub.OutputSchema, err = publishable(os); err != nil {
-			return nil, fmt.Errorf("output schema: %w", err)
-		}
-		// The handler's output is checked against the schema published
-		// for it, as the go-sdk checks its own typed tools' (a guarded
-		// tool's output is the server's, checked there).
-		if os.Type == "object" && !c.outside {
-			if out.check, err = newInputCheck(os); err != nil {
-				return nil, fmt.Errorf("output schema: %w", err)
-			}
-		}
+	if pub.OutputSchema, err = publishOutput(def, c, h, &out); err != nil {
+		return nil, err
 	}
-
 	if notes := retryNotes(c, def, pub.Idempotent); len(notes) > 0 {
 		pub.Description = strings.TrimSpace(pub.Description + "\n\n" + strings.Join(notes, "\n"))
 	}
@@ -122,6 +60,92 @@ func newTool(def adapter.ToolDef, c *config, s Store, h adapter.Handler, decode 
 		def: pub, c: c, s: s, h: h, readResult: decode, in: in, out: out,
 		fl: &flights{m: make(map[Key]chan struct{})}, recent: newRecentOps(recentOpsSize),
 	}, nil
+}
+
+// checkClaims refuses options given values they cannot use, and
+// annotations that contradict each other or the options.
+func checkClaims(def adapter.ToolDef, c *config) error {
+	switch {
+	case c.err != nil:
+		return c.err
+	case def.ReadOnly && def.Destructive:
+		return fmt.Errorf("annotations claim both read-only and destructive")
+	case def.Idempotent && c.opID && !c.requireOpID && len(c.keys) == 0:
+		return fmt.Errorf("annotations claim idempotent, but the op id is optional and there are no keys: a call without one is not safe to repeat (use RecordKeys or RequireOpID, or drop the claim)")
+	case c.onlyArg != "" && !c.outside:
+		return fmt.Errorf("OnlyWhen is for tools a Guard guards (Guard.Middleware)")
+	}
+	return nil
+}
+
+// addKeysAndOpID marks the record keys in schema, the published input
+// schema, and adds op_id to it: what each is, and which are required.
+func addKeysAndOpID(schema *jsonschema.Schema, c *config) error {
+	keyNote := " Record key: names the record this call writes; a repeat with the same value writes the same record."
+	if c.outside {
+		keyNote = " Record key: a repeat with the same record keys is answered with the first call's answer."
+	}
+	for _, k := range c.keys {
+		p, ok := schema.Properties[k]
+		if !ok {
+			return fmt.Errorf("key %q is not an input property", k)
+		}
+		p = p.CloneSchemas()
+		// The property's own description is a phrase as often as a
+		// sentence: end it before the sentence that follows.
+		d := strings.TrimSpace(p.Description)
+		if d != "" && !strings.HasSuffix(d, ".") {
+			d += "."
+		}
+		p.Description = strings.TrimSpace(d + keyNote)
+		schema.Properties[k] = p
+	}
+	// op_id is in required exactly when the tool requires it, whatever In
+	// says (an In with its own op_id field without omitempty would make it
+	// required, and a model would then invent one).
+	schema.Required = slices.DeleteFunc(slices.Clone(schema.Required), func(r string) bool {
+		return slices.Contains(c.keys, r) || r == opIDArgument
+	})
+	if c.onlyArg == "" { // with OnlyWhen, only guarded calls need them
+		schema.Required = append(schema.Required, c.keys...)
+	}
+	if !c.opID {
+		return nil
+	}
+	if c.requireOpID && c.onlyArg == "" {
+		schema.Required = append(schema.Required, opIDArgument)
+	}
+	p := &jsonschema.Schema{Type: "string", MinLength: new(1), MaxLength: new(maxOpIDLen), Pattern: "^[!-~]+$"}
+	if own, ok := schema.Properties[opIDArgument]; ok {
+		p = own.CloneSchemas()
+	}
+	p.Description = opIDPropertyNote[c.requireOpID]
+	schema.Properties[opIDArgument] = p
+	return nil
+}
+
+// publishOutput returns the output schema to publish, nil for none, and
+// sets out's check: the handler's output is checked against the schema
+// published for it, as the go-sdk checks its own typed tools' (a guarded
+// tool's output is the server's, checked there).
+func publishOutput(def adapter.ToolDef, c *config, h adapter.Handler, out *output) (any, error) {
+	if def.OutputSchema == nil && out.isInterface {
+		return nil, nil
+	}
+	os, err := outputSchema(h.Out, def.OutputSchema)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := publishable(os)
+	if err != nil {
+		return nil, fmt.Errorf("output schema: %w", err)
+	}
+	if os.Type == "object" && !c.outside {
+		if out.check, err = newInputCheck(os); err != nil {
+			return nil, fmt.Errorf("output schema: %w", err)
+		}
+	}
+	return pub, nil
 }
 
 // retryNotes returns what the description tells a model about retrying
