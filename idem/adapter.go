@@ -41,7 +41,7 @@ func wrap(def adapter.ToolDef, s Store, h adapter.Handler, decode adapter.Decode
 func (t *tool) serve(ctx context.Context, c *adapter.Call) adapter.Answer {
 	start := time.Now()
 	if t.c.tracer != nil {
-		ctx = t.c.tracer.StartCall(ctx, CallInfo{Tool: c.Tool, SessionID: c.SessionID, ProtocolVersion: c.ProtocolVersion, Meta: c.Meta})
+		ctx = t.c.tracer.StartCall(ctx, CallInfo{Tool: c.Tool, SessionID: c.SessionID, ProtocolVersion: c.ProtocolVersion, Meta: c.Meta, Header: c.Header, Transport: c.Transport})
 	}
 	o := &op{tool: c.Tool}
 	a, refused := t.call(ctx, o, c)

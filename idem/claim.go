@@ -84,7 +84,7 @@ type outcall struct {
 func (g *Guard) serve(ctx context.Context, gt *guardTool, c *adapter.Call, run runFunc) adapter.Answer {
 	start := time.Now()
 	if g.c.tracer != nil {
-		ctx = g.c.tracer.StartCall(ctx, CallInfo{Tool: c.Tool, SessionID: c.SessionID, ProtocolVersion: c.ProtocolVersion, Meta: c.Meta})
+		ctx = g.c.tracer.StartCall(ctx, CallInfo{Tool: c.Tool, SessionID: c.SessionID, ProtocolVersion: c.ProtocolVersion, Meta: c.Meta, Header: c.Header, Transport: c.Transport})
 	}
 	o, refused := g.newOutcall(ctx, gt, c)
 	if o != nil {

@@ -30,6 +30,13 @@ import (
 // again. A returned *Error is sent to the caller with its code; any other
 // error with code not_saved and the error's text, which must not hold
 // argument values either.
+//
+// A tool that claims to be read-only (readOnlyHint: true), called without
+// an op id, runs h in a read-only transaction on stores that have one
+// ([backend.ReadOnlyRunner]: memory, SQLite, PostgreSQL): h reads a
+// snapshot of what is committed without waiting for writes, and a write
+// through tx fails with an error wrapping backend.ErrReadOnly, answered,
+// like any error h returns, with code not_saved.
 type HandlerFor[In, Out any] func(ctx context.Context, tx Tx, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error)
 
 // AddTool registers h on srv as tool t, wrapped so that it is safe to call
@@ -170,8 +177,11 @@ func handlerOf(serve func(context.Context, *adapter.Call) adapter.Answer) mcp.To
 
 // callOf is req as the middleware reads it.
 func callOf(req *mcp.CallToolRequest) *adapter.Call {
-	c := &adapter.Call{Tool: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta, Request: req}
+	c := &adapter.Call{Tool: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta, Request: req, Transport: "pipe"}
 	if e := req.Extra; e != nil {
+		if e.Header != nil {
+			c.Header, c.Transport = e.Header, "tcp"
+		}
 		switch {
 		case e.TokenInfo != nil:
 			c.Authenticated, c.User = true, e.TokenInfo.UserID

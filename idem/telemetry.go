@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/idemkit/sdk/idem/internal/adapter"
@@ -58,6 +59,18 @@ type CallInfo struct {
 	// (traceparent, tracestate). It is the caller's: read it, do not keep
 	// or change it.
 	Meta map[string]any
+	// Header is the header of the HTTP request the call came in, nil for a
+	// call that did not come over HTTP. A client that sends no trace
+	// context in _meta may send it here, as HTTP instrumentation does. It
+	// is the caller's and holds its credentials (Authorization): read what
+	// you need, do not keep, change or record it.
+	Header http.Header
+	// Transport is what the call came over, as the OpenTelemetry
+	// attribute network.transport names it: "tcp" for HTTP, "pipe" for a
+	// call with no HTTP request (stdio, or a transport in process; the
+	// go-sdk's SSE transport, which does not pass its requests' headers on,
+	// is counted here too).
+	Transport string
 }
 
 // report tells the logger and the tracer how the call ended: one log

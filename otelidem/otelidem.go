@@ -8,11 +8,13 @@
 //
 // and, for the sweep's counters, with tr.OnSweep as its store's OnSweep.
 //
-// Each call gets a server span named "tools/call TOOL", a child of the span
-// in the request's context or else of the trace context the client sent in
-// _meta (traceparent, tracestate), with the attributes mcp.method.name,
-// gen_ai.tool.name, gen_ai.operation.name, mcp.session.id,
-// mcp.protocol.version, idemkit.outcome, idemkit.replayed,
+// Each call gets a server span named "tools/call TOOL", a child of the
+// trace context the client sent in _meta (traceparent, tracestate), or else
+// of the span in the request's context, or else of the trace context in the
+// HTTP request's headers ([Tracer.StartCall] says how it is read), with the
+// attributes mcp.method.name, gen_ai.tool.name, gen_ai.operation.name,
+// mcp.session.id, mcp.protocol.version, network.transport,
+// network.protocol.name, idemkit.outcome, idemkit.replayed,
 // idemkit.op_id.hash, idemkit.attempts, idemkit.waited, idemkit.code and
 // error.type. The metrics are mcp.server.operation.duration, idemkit.calls,
 // idemkit.retries, idemkit.waits, idemkit.sweep.deleted and
@@ -31,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/sdk/idem"
@@ -94,16 +97,20 @@ func NewTracer(opts *Options) *Tracer {
 	return t
 }
 
-var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
-
-// StartCall starts the call's span, a child of the span in ctx or else of
-// the trace context the client sent in _meta, as the semantic conventions
-// for MCP propagate it (read with the global propagator).
+// StartCall starts the call's span. Its parent is the trace context the
+// client sent in _meta, as the semantic conventions for MCP propagate it,
+// linked to the span in ctx if there is one; else the span in ctx; else,
+// for a call that came over HTTP, the trace context in the request's
+// headers (traceparent, tracestate), for a client that traces its HTTP
+// requests only. The trace context is read with the global propagator
+// when the program set one, and as W3C Trace Context otherwise.
 func (t *Tracer) StartCall(ctx context.Context, c idem.CallInfo) context.Context {
-	if _, ok := c.Meta["traceparent"]; ok && !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = otel.GetTextMapPropagator().Extract(ctx, metaCarrier(c.Meta))
+	ctx, link := parentOf(ctx, c)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	if link.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
 	}
-	ctx, span := t.tracer.Start(ctx, methodToolsCall+" "+c.Tool, serverSpan...)
+	ctx, span := t.tracer.Start(ctx, methodToolsCall+" "+c.Tool, opts...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			keyMethodName.String(methodToolsCall),
@@ -116,8 +123,58 @@ func (t *Tracer) StartCall(ctx context.Context, c idem.CallInfo) context.Context
 		if c.ProtocolVersion != "" {
 			span.SetAttributes(keyProtocolVersion.String(c.ProtocolVersion))
 		}
+		if c.Transport != "" {
+			span.SetAttributes(keyNetworkTransport.String(c.Transport))
+		}
+		if c.Header != nil {
+			span.SetAttributes(keyNetworkProtocolName.String(protocolHTTP))
+		}
 	}
-	return ctx
+	return context.WithValue(ctx, callKey{}, callAttrs{protocolVersion: c.ProtocolVersion, transport: c.Transport, overHTTP: c.Header != nil})
+}
+
+// parentOf returns ctx with the trace context the call's span is to be a
+// child of, and the span to link it to: the ambient span (of HTTP
+// instrumentation, or a middleware), when the client's trace context in
+// _meta takes its place.
+func parentOf(ctx context.Context, c idem.CallInfo) (_ context.Context, link trace.SpanContext) {
+	ambient := trace.SpanContextFromContext(ctx)
+	var p propagation.TextMapPropagator
+	if len(c.Meta) > 0 {
+		p = propagator()
+		ctx = p.Extract(ctx, metaCarrier(c.Meta))
+		if sent := trace.SpanContextFromContext(ctx); sent.IsValid() && !sent.Equal(ambient) {
+			return ctx, ambient
+		}
+	}
+	if !ambient.IsValid() && len(c.Header) > 0 {
+		if p == nil {
+			p = propagator()
+		}
+		ctx = p.Extract(ctx, propagation.HeaderCarrier(c.Header))
+	}
+	return ctx, trace.SpanContext{}
+}
+
+// propagator is the global propagator, if the program set one, and W3C
+// Trace Context otherwise: the global one reads nothing until set, and a
+// client that traces its MCP calls sends traceparent and tracestate.
+func propagator() propagation.TextMapPropagator {
+	p := otel.GetTextMapPropagator()
+	if len(p.Fields()) == 0 {
+		return propagation.TraceContext{}
+	}
+	return p
+}
+
+// callKey is the context key of a call's callAttrs.
+type callKey struct{}
+
+// callAttrs are what StartCall is told of a call that its duration metric,
+// recorded in EndCall, carries too.
+type callAttrs struct {
+	protocolVersion, transport string
+	overHTTP                   bool
 }
 
 // EndCall ends the call's span and records its metrics.
@@ -152,12 +209,21 @@ func (t *Tracer) EndCall(ctx context.Context, e idem.Event) {
 	} else {
 		t.calls.Add(ctx, 1, metric.WithAttributes(tool, out))
 	}
-	durAttrs := []attribute.KeyValue{
-		keyMethodName.String(methodToolsCall), tool,
-		keyOperationName.String(executeTool), out,
-	}
+	durAttrs := make([]attribute.KeyValue, 0, 8)
+	durAttrs = append(durAttrs, keyMethodName.String(methodToolsCall), tool, keyOperationName.String(executeTool), out)
 	if e.Code != "" {
 		durAttrs = append(durAttrs, keyErrorType.String(toolError))
+	}
+	if c, ok := ctx.Value(callKey{}).(callAttrs); ok {
+		if c.protocolVersion != "" {
+			durAttrs = append(durAttrs, keyProtocolVersion.String(c.protocolVersion))
+		}
+		if c.transport != "" {
+			durAttrs = append(durAttrs, keyNetworkTransport.String(c.transport))
+		}
+		if c.overHTTP {
+			durAttrs = append(durAttrs, keyNetworkProtocolName.String(protocolHTTP))
+		}
 	}
 	t.duration.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(durAttrs...))
 	if e.Attempts > 1 {

@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -254,7 +257,8 @@ func TestTelemetryFirstReplayRefusal(t *testing.T) {
 		if s.Name != "tools/call add_note" || s.SpanKind != trace.SpanKindServer || s.Status.Code != want.status ||
 			get(keyMethodName) != "tools/call" || get(keyToolName) != "add_note" ||
 			get(keyOutcome) != want.outcome || get(keyReplayed) != fmt.Sprint(want.outcome == "replay") ||
-			get(keyOpIDHash) != wantHash || get(keyProtocolVersion) == "" {
+			get(keyOpIDHash) != wantHash || get(keyProtocolVersion) == "" ||
+			get(keyNetworkTransport) != semconv.NetworkTransportPipe.Value.AsString() {
 			t.Errorf("span %d: %s %s %v %v, want %s", i, s.Name, s.SpanKind, s.Status, s.Attributes, want.outcome)
 		}
 		if want.code != "" && (get(keyCode) != want.code || get(keyErrorType) != toolError || s.Status.Description != want.code) {
@@ -353,7 +357,7 @@ func TestTelemetryToolErrorContention(t *testing.T) {
 		{metricCalls, "{gen_ai.tool.name=note,idemkit.outcome=first}", 2},
 		{metricRetries, "{gen_ai.tool.name=note}", 1},
 		{metricWaits, "{gen_ai.tool.name=note}", 1},
-		{metricDuration, "{error.type=tool_error,gen_ai.operation.name=execute_tool,gen_ai.tool.name=note,idemkit.outcome=refused,mcp.method.name=tools/call}", 2},
+		{metricDuration, "{error.type=tool_error,gen_ai.operation.name=execute_tool,gen_ai.tool.name=note,idemkit.outcome=refused,mcp.method.name=tools/call,mcp.protocol.version=2026-07-28,network.transport=pipe}", 2},
 	} {
 		if got := m[c.metric][c.set]; got != c.want {
 			t.Errorf("%s%s = %d, want %d (all: %v)", c.metric, c.set, got, c.want, m[c.metric])
@@ -373,21 +377,215 @@ func TestTelemetryToolErrorContention(t *testing.T) {
 	}
 }
 
+// The trace context of a client's span, as a client sends it.
+const (
+	clientTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	clientSpanID  = "00f067aa0ba902b7"
+	traceparent   = "00-" + clientTraceID + "-" + clientSpanID + "-01"
+)
+
+// childOf fails unless span is a child of the span spanID of trace
+// traceID.
+func childOf(t *testing.T, span sdktrace.ReadOnlySpan, traceID, spanID string) {
+	t.Helper()
+	if got := span.SpanContext().TraceID().String(); got != traceID {
+		t.Errorf("span %q in trace %s, want %s", span.Name(), got, traceID)
+	}
+	if got := span.Parent().SpanID().String(); got != spanID || !span.Parent().IsRemote() {
+		t.Errorf("span %q has parent %s (remote %v), want the client's %s", span.Name(), got, span.Parent().IsRemote(), spanID)
+	}
+}
+
 // A client's trace context in _meta (traceparent, as the semantic
-// conventions for MCP propagate it) parents the call's span.
+// conventions for MCP propagate it) parents the call's span, in a program
+// that set no global propagator.
 func TestTelemetryTraceContextFromMeta(t *testing.T) {
+	if f := otel.GetTextMapPropagator().Fields(); len(f) != 0 {
+		t.Fatalf("the global propagator reads %q: this test is for a program that set none", f)
+	}
 	r := newTelemetryRig(t)
 	call := serve(t, r.guard(idem.Options{}), "note", func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
 		return nil, nil, nil
 	})
-	restore := setPropagator(propagation.TraceContext{})
-	defer restore()
-	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	call(map[string]string{"text": "a"}, mcp.Meta{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
+	call(map[string]string{"text": "a"}, mcp.Meta{"traceparent": traceparent, "tracestate": "rojo=00f067aa0ba902b7"})
 	spans := r.spans.GetSpans()
-	if len(spans) != 1 || spans[0].SpanContext.TraceID().String() != traceID || spans[0].Parent.SpanID().String() != "00f067aa0ba902b7" {
-		t.Fatalf("spans %+v, want one in trace %s", spans, traceID)
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
 	}
+	childOf(t, spans[0].Snapshot(), clientTraceID, clientSpanID)
+	if got := spans[0].SpanContext.TraceState().String(); got != "rojo=00f067aa0ba902b7" {
+		t.Errorf("trace state %q, want the client's", got)
+	}
+}
+
+// headerTransport sets a header on every request it sends.
+type headerTransport struct{ header http.Header }
+
+func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range h.header {
+		req.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// serveHTTP is serve over streamable HTTP, from a client that sends header
+// with every request.
+func serveHTTP[In, Out any](t *testing.T, g *idem.Guard, name string, h idem.HandlerFor[In, Out], header http.Header) func(args any, meta mcp.Meta) *mcp.CallToolResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	idem.AddTool(srv, &mcp.Tool{Name: name}, g, h)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	client := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: hs.URL, HTTPClient: &http.Client{Transport: headerTransport{header}}, DisableStandaloneSSE: true, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return func(args any, meta mcp.Meta) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+}
+
+// Over HTTP, a client that sends its trace context only in the request's
+// traceparent header (as HTTP instrumentation does) parents the call's
+// span; one it sends in _meta comes first. The span and the duration
+// metric say the call came over HTTP, and no other header is recorded.
+func TestTelemetryTraceContextFromHeader(t *testing.T) {
+	if f := otel.GetTextMapPropagator().Fields(); len(f) != 0 {
+		t.Fatalf("the global propagator reads %q: this test is for a program that set none", f)
+	}
+	r := newTelemetryRig(t)
+	call := serveHTTP(t, r.guard(idem.Options{}), "note", func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	}, http.Header{"Traceparent": {traceparent}, "X-Secret": {"SECRET-header"}})
+	call(map[string]string{"text": "a"}, nil)
+	const metaTraceID, metaSpanID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	call(map[string]string{"text": "b"}, mcp.Meta{"traceparent": "00-" + metaTraceID + "-" + metaSpanID + "-01"})
+	spans := r.spans.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	childOf(t, spans[0].Snapshot(), clientTraceID, clientSpanID)
+	childOf(t, spans[1].Snapshot(), metaTraceID, metaSpanID)
+	attrs := attribute.NewSet(spans[0].Attributes...)
+	for k, want := range map[attribute.Key]string{keyNetworkTransport: semconv.NetworkTransportTCP.Value.AsString(), keyNetworkProtocolName: "http"} {
+		if v, _ := attrs.Value(k); v.Emit() != want {
+			t.Errorf("span attribute %s = %q, want %q", k, v.Emit(), want)
+		}
+	}
+	version, _ := attrs.Value(keyProtocolVersion)
+	if version.Emit() == "" {
+		t.Errorf("span without %s", keyProtocolVersion)
+	}
+	set := "{gen_ai.operation.name=execute_tool,gen_ai.tool.name=note,idemkit.outcome=first,mcp.method.name=tools/call,mcp.protocol.version=" +
+		version.Emit() + ",network.protocol.name=http,network.transport=tcp}"
+	if got := r.metrics(t)[metricDuration]; got[set] != 2 {
+		t.Errorf("%s: %v, want 2 calls in %s", metricDuration, got, set)
+	}
+	if out := r.render(t); strings.Contains(out, "SECRET") {
+		t.Errorf("telemetry carries a request header:\n%s", out)
+	}
+}
+
+// A span in the call's context (the ambient one: of a middleware, or of
+// HTTP instrumentation) does not take the place of the client's: the
+// call's span is the child of the trace context in _meta, linked to the
+// ambient span, as the semantic conventions for MCP advise. With no trace
+// context in _meta, the ambient span is the parent.
+func TestTelemetryMetaBeforeAmbientSpan(t *testing.T) {
+	r := newTelemetryRig(t)
+	ambient := sdktrace.NewTracerProvider().Tracer("ambient")
+	var ambientSpans []trace.SpanContext
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			ctx, span := ambient.Start(ctx, method)
+			defer span.End()
+			if method == "tools/call" {
+				ambientSpans = append(ambientSpans, span.SpanContext())
+			}
+			return next(ctx, method, req)
+		}
+	})
+	idem.AddTool(srv, &mcp.Tool{Name: "note"}, r.guard(idem.Options{}), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	})
+	ctx := context.Background()
+	cs, err := idemtest.Connect(ctx, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, meta := range []mcp.Meta{{"traceparent": traceparent}, nil} {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "note", Arguments: map[string]string{"text": "a"}, Meta: meta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := r.spans.GetSpans()
+	if len(spans) != 2 || len(ambientSpans) != 2 {
+		t.Fatalf("%d spans and %d ambient ones, want 2 each", len(spans), len(ambientSpans))
+	}
+	childOf(t, spans[0].Snapshot(), clientTraceID, clientSpanID)
+	if l := spans[0].Links; len(l) != 1 || !l[0].SpanContext.Equal(ambientSpans[0]) {
+		t.Errorf("links %+v, want one to the ambient span %v", l, ambientSpans[0])
+	}
+	if p := spans[1].Parent; !p.Equal(ambientSpans[1]) || len(spans[1].Links) != 0 {
+		t.Errorf("without _meta: parent %v and links %+v, want the ambient span %v and no link", p, spans[1].Links, ambientSpans[1])
+	}
+}
+
+// A program that set a global propagator has it read _meta: here W3C
+// trace context and baggage, which reaches the handler.
+func TestTelemetryGlobalPropagator(t *testing.T) {
+	if !inChild(t) {
+		return
+	}
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	r := newTelemetryRig(t)
+	var member string
+	call := serve(t, r.guard(idem.Options{}), "note", func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, any, error) {
+		member = baggage.FromContext(ctx).Member("user").Value()
+		return nil, nil, nil
+	})
+	call(map[string]string{"text": "a"}, mcp.Meta{"traceparent": traceparent, "baggage": "user=alice"})
+	spans := r.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	childOf(t, spans[0].Snapshot(), clientTraceID, clientSpanID)
+	if member != "alice" {
+		t.Errorf("the handler's baggage has user=%q, want alice", member)
+	}
+}
+
+// inChild reports whether t runs in a process of its own; if not, it runs
+// t there and reports its result. A test that sets something global (the
+// OpenTelemetry providers and propagator can be set only once) runs so:
+//
+//	if !inChild(t) {
+//		return
+//	}
+func inChild(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("IDEMKIT_TELEMETRY_CHILD") == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "IDEMKIT_TELEMETRY_CHILD="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	return false
 }
 
 // The attribute keys idemkit writes out are the semantic conventions'.
@@ -400,6 +598,8 @@ func TestTelemetryKeysAreSemanticConventions(t *testing.T) {
 		{keyOperationName, semconv.GenAIOperationNameKey},
 		{keyErrorType, semconv.ErrorTypeKey},
 		{keyDBSystem, semconv.DBSystemNameKey},
+		{keyNetworkTransport, semconv.NetworkTransportKey},
+		{keyNetworkProtocolName, semconv.NetworkProtocolNameKey},
 	} {
 		if c.ours != c.theirs {
 			t.Errorf("key %q, semantic conventions say %q", c.ours, c.theirs)
@@ -410,24 +610,12 @@ func TestTelemetryKeysAreSemanticConventions(t *testing.T) {
 	}
 }
 
-func setPropagator(p propagation.TextMapPropagator) (restore func()) {
-	old := otel.GetTextMapPropagator()
-	otel.SetTextMapPropagator(p)
-	return func() { otel.SetTextMapPropagator(old) }
-}
-
 // A Tracer made before the program sets the global tracer and meter
 // providers reports to them once they are set, and records nothing
 // before. It runs in a process of its own: the global providers can be set
 // only once.
 func TestTelemetryGlobalProviders(t *testing.T) {
-	if os.Getenv("IDEMKIT_TELEMETRY_CHILD") == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTelemetryGlobalProviders$", "-test.v")
-		cmd.Env = append(os.Environ(), "IDEMKIT_TELEMETRY_CHILD=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestTelemetryGlobalProviders") {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
+	if !inChild(t) {
 		return
 	}
 	ctx := context.Background()

@@ -19,6 +19,9 @@ const (
 	keyErrorType       = attribute.Key("error.type")
 	keyDBSystem        = attribute.Key("db.system.name")
 
+	keyNetworkTransport    = attribute.Key("network.transport")
+	keyNetworkProtocolName = attribute.Key("network.protocol.name")
+
 	keyOutcome  = attribute.Key("idemkit.outcome")
 	keyCode     = attribute.Key("idemkit.code")
 	keyReplayed = attribute.Key("idemkit.replayed")
@@ -31,6 +34,8 @@ const (
 const (
 	methodToolsCall = "tools/call"
 	executeTool     = "execute_tool"
+	// protocolHTTP is network.protocol.name for a call that came over HTTP.
+	protocolHTTP = "http"
 	// toolError is error.type for a tools/call answered with isError:
 	// a JSON-RPC success that is a failed call.
 	toolError = "tool_error"

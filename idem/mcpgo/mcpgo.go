@@ -169,9 +169,15 @@ func callOf(ctx context.Context, req mcp.CallToolRequest) *adapter.Call {
 		c.Meta = m.AdditionalFields
 	}
 	c.Authenticated = req.Header.Get("Authorization") != ""
+	// mcp-go gives a call that came with no HTTP request an empty header.
+	c.Transport = "pipe"
+	if len(req.Header) > 0 {
+		c.Header, c.Transport = req.Header, "tcp"
+	}
 	if ss := server.ClientSessionFromContext(ctx); ss != nil {
 		c.SessionID = ss.SessionID()
 	}
+	c.ProtocolVersion = server.RequestProtocolVersion(ctx)
 	return c
 }
 

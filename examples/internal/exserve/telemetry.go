@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -17,9 +18,11 @@ import (
 // records through log: each span, as it ends, as one record; and each
 // metric's data points, one record each, every interval (a minute when it
 // is not positive) and when stopped. It sets the global tracer and meter
-// providers, which otelidem.NewTracer(nil) records through, and returns the
-// function that prints the last metrics and stops both. For an example's
-// flag:
+// providers, which otelidem.NewTracer(nil) records through, and the global
+// propagator to W3C Trace Context and Baggage, so that a call's span joins
+// the trace of a client that sends traceparent, and what a handler sends
+// on carries it further. It returns the function that prints the last
+// metrics and stops both providers. For an example's flag:
 //
 //	if *telemetry {
 //		stop := exserve.Telemetry(log, 0)
@@ -33,6 +36,7 @@ func Telemetry(log *slog.Logger, interval time.Duration) (stop func(context.Cont
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metricLog{log}, sdkmetric.WithInterval(interval))))
 	otel.SetTracerProvider(tp)
 	otel.SetMeterProvider(mp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return func(ctx context.Context) error {
 		return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx))
 	}

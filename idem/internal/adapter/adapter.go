@@ -8,6 +8,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"reflect"
 
 	"github.com/idemkit/sdk/idem/backend"
@@ -46,6 +47,11 @@ type Call struct {
 	User          string
 	// SessionID and ProtocolVersion go on the call's span; "" for none.
 	SessionID, ProtocolVersion string
+	// Header is the header of the HTTP request the call came in, nil for a
+	// call that did not come over HTTP; Transport is "tcp" for one that
+	// did, "pipe" for one that did not. Both are for the Tracer.
+	Header    http.Header
+	Transport string
 	// Request is the library's own request, for the handler and for a
 	// scope function.
 	Request any
