@@ -231,9 +231,20 @@ func (o *op) fingerprint() (string, error) {
 }
 
 // runPlain runs a call without an op id: the handler in a transaction.
+//
+// A read-only tool's (its annotations say readOnlyHint: true, as
+// get_operation's do) runs in a read-only transaction on a store that has
+// them ([backend.ReadOnlyRunner]): it reads a snapshot without waiting for
+// the transactions that write, and a write through its Tx fails with an
+// error wrapping [backend.ErrReadOnly], which the handler's error then
+// answers with code not_saved, as any error it returns.
 func (t *tool) runPlain(ctx context.Context, o *op, c *adapter.Call, in any) (*answer, *Error) {
 	var a *answer
-	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
+	run := t.s.Run
+	if ro, ok := t.s.(backend.ReadOnlyRunner); ok && t.def.ReadOnly {
+		run = ro.RunReadOnly
+	}
+	hooks, err := runTxIn(context.WithoutCancel(ctx), run, o, func(tctx context.Context, tx Tx) error {
 		var err error
 		a, err = t.runHandler(ctx, tctx, tx, c, in)
 		return err
@@ -672,8 +683,14 @@ func validUTF8String(raw json.RawMessage) bool {
 // returns the last attempt's too: that attempt's commit may have landed,
 // and the caller runs them if a lookup confirms it did.
 func runTx(ctx context.Context, s Store, o *op, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
+	return runTxIn(ctx, s.Run, o, fn)
+}
+
+// runTxIn is runTx in the transactions of run: a store's Run or
+// RunReadOnly.
+func runTxIn(ctx context.Context, run func(context.Context, func(context.Context, Tx) error) error, o *op, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
 	var hooks *afterCommitList
-	err := s.Run(ctx, func(ctx context.Context, tx Tx) error {
+	err := run(ctx, func(ctx context.Context, tx Tx) error {
 		if o != nil {
 			o.attempts++
 		}

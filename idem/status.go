@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idem/internal/adapter"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
@@ -175,6 +176,25 @@ func statusOf(rec *oprecord.Record, now time.Time) operationStatus {
 	return st
 }
 
+// lookupRecord reads the op record at k for get_operation: in a read-only
+// transaction on a store that has them ([backend.ReadOnlyRunner]), so that
+// a lookup does not wait for the transactions that write.
+func lookupRecord(ctx context.Context, s Store, k Key) (*oprecord.Record, error) {
+	ro, ok := s.(backend.ReadOnlyRunner)
+	if !ok {
+		return oprecord.Get(ctx, s, k)
+	}
+	var rec oprecord.Record
+	err := ro.RunReadOnly(ctx, func(ctx context.Context, tx Tx) error {
+		_, err := tx.Get(ctx, k, &rec)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
 // lookup answers get_operation for a Guard, whose guarded tools (ps) may
 // settle an unknown outcome with their reconcile function, inside this
 // request of the operation's caller.
@@ -187,7 +207,7 @@ func (g *Guard) lookup(ctx context.Context, ps map[string]*policy, c *adapter.Ca
 	opID, _ := lookupOpID(q.OpID, c.Meta)
 	scope, _ := lookupScope(ctx, g.c, c)
 	k := oprecord.Key(scope, q.Tool, opID)
-	rec, err := oprecord.Get(context.WithoutCancel(ctx), g.s, k)
+	rec, err := lookupRecord(context.WithoutCancel(ctx), g.s, k)
 	var st operationStatus
 	switch {
 	case errors.Is(err, ErrNotFound):

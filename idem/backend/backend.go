@@ -1,10 +1,11 @@
 // Package backend is the store contract of idemkit, for the authors of
 // backends: the Tx and Store interfaces a backend implements, the optional
-// capabilities (Reader, Sweeper, Expirer), the sentinel errors it maps its native
-// errors onto, and helpers that keep every backend in agreement (write
-// options, expiry, document encoding). Package kit (idem/backend/kit) holds
-// what the stores are built from: the options' defaults, the checks of every
-// Tx method, the retry loop of Run and a buffered transaction.
+// capabilities (Reader, ReadOnlyRunner, Sweeper, Expirer), the sentinel
+// errors it maps its native errors onto, and helpers that keep every backend
+// in agreement (write options, expiry, document encoding). Package kit
+// (idem/backend/kit) holds what the stores are built from: the options'
+// defaults, the checks of every Tx method, the retry loop of Run and a
+// buffered transaction.
 //
 // Server authors use package idem, which re-exports what a handler needs
 // (Store, Tx, Key, Version and the sentinels). A backend's test is a harness
@@ -172,6 +173,33 @@ type Reader interface {
 	Read(ctx context.Context, k Key, dst any) (Version, error)
 }
 
+// A ReadOnlyRunner is a Store that can run a transaction that only reads,
+// without waiting for the transactions that write. Stores implement it when
+// their Run waits for writers or costs more than a read needs: SQLite's Run
+// waits for the database's one writer, PostgreSQL's runs at SERIALIZABLE.
+// The middleware runs a read-only tool's call without an op id (a tool whose
+// annotations say readOnlyHint: true), and get_operation's lookup, in
+// RunReadOnly when the store has it, so that a flood of writes does not
+// hold up reads.
+type ReadOnlyRunner interface {
+	// RunReadOnly calls fn in one transaction that reads a consistent
+	// snapshot of committed documents, with expiry applied as by Tx.Get,
+	// and that never waits for a write transaction to end: a document
+	// another transaction has written and not yet committed reads as it
+	// was before. It returns fn's error.
+	//
+	// Every write through tx (Create, Put, Update, Delete) fails with an
+	// error wrapping ErrReadOnly, writes nothing and leaves the
+	// transaction usable: a later Get works. A write through the native
+	// handle of Tx.As fails with the database's own error.
+	//
+	// Like Run, RunReadOnly may call fn again, a bounded number of times
+	// (when fn returns an error wrapping ErrConflict, or, on a store that
+	// checks reads when fn returns, when a document fn read changed
+	// meanwhile), so fn must have no effect outside tx.
+	RunReadOnly(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
 // A Sweeper deletes expired documents in batches, for backends whose
 // storage has no native time-to-live. It returns how many it deleted; a
 // result below limit means no expired document was left at the time.
@@ -211,6 +239,9 @@ var (
 	ErrUnknownOutcome = errors.New("idem: commit outcome unknown")
 	// ErrInvalidKey: a Key that fails [Key.Validate].
 	ErrInvalidKey = errors.New("idem: invalid key")
+	// ErrReadOnly: a write in a transaction of
+	// [ReadOnlyRunner.RunReadOnly]. Nothing was written.
+	ErrReadOnly = errors.New("idem: write in a read-only transaction")
 )
 
 // A WriteOption changes how one write is stored.

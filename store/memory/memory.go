@@ -13,6 +13,10 @@
 // whose key another transaction wrote meanwhile still commits, with a fresh
 // version, unless fn read its version back: then fn runs again, as it would
 // on a SERIALIZABLE database.
+//
+// RunReadOnly is the same transaction with its writes refused: nothing
+// waits, and fn runs again if a document it read changed before it
+// returned, so that its last run read one committed state.
 package memory
 
 import (
@@ -71,11 +75,12 @@ type Store struct {
 }
 
 var (
-	_ backend.Store   = (*Store)(nil)
-	_ backend.Reader  = (*Store)(nil)
-	_ backend.Sweeper = (*Store)(nil)
-	_ backend.Tx      = (*tx)(nil)
-	_ kit.Source      = (*tx)(nil)
+	_ backend.Store          = (*Store)(nil)
+	_ backend.Reader         = (*Store)(nil)
+	_ backend.ReadOnlyRunner = (*Store)(nil)
+	_ backend.Sweeper        = (*Store)(nil)
+	_ backend.Tx             = (*tx)(nil)
+	_ kit.Source             = (*tx)(nil)
 )
 
 type doc struct {
@@ -128,6 +133,16 @@ var errConflictCommit = fmt.Errorf("%w: a document read or written changed befor
 // Run implements idem.Store.
 func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
 	return s.retry.Do(ctx, func() error { return s.attempt(ctx, fn) }, kit.OnConflict)
+}
+
+// RunReadOnly implements [backend.ReadOnlyRunner]: Run, with fn's writes
+// refused (they fail with an error wrapping backend.ErrReadOnly). A
+// transaction of this store holds nothing while fn runs, so it never waits
+// for one that writes; when fn returns, the documents it read are checked
+// unchanged, and fn runs again if one changed, up to Options.MaxAttempts
+// times.
+func (s *Store) RunReadOnly(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
+	return s.Run(ctx, kit.ReadOnly(fn))
 }
 
 func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {

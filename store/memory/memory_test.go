@@ -19,6 +19,7 @@ func TestConformance(t *testing.T) {
 		},
 		MaxDocumentBytes: 1 << 20,
 		Reader:           true,
+		ReadOnlyRunner:   true,
 		Sweeper:          true,
 	})
 }

@@ -27,8 +27,10 @@
 // Documents live in one table, <prefix>idem_docs, with a jsonb document, a
 // version and an expires_at column and a primary key on (collection, id).
 // Transactions run at SERIALIZABLE isolation and are retried on
-// serialization failures and deadlocks, and once on a unique violation. See
-// docs/stores.md for the schema, the isolation choice and the pool.
+// serialization failures and deadlocks, and once on a unique violation.
+// RunReadOnly's transactions run at REPEATABLE READ, READ ONLY: one
+// snapshot, which waits for no writer. See docs/stores.md for the schema, the isolation
+// choice and the pool.
 package postgres
 
 import (
@@ -91,8 +93,8 @@ type Store struct {
 	// PgBouncer, say) get the SQL itself, as before.
 	named bool
 
-	// calls counts the Runs in progress: a sweep rests between batches
-	// while there are any.
+	// calls counts the transactions in progress (Run and RunReadOnly): a
+	// sweep rests between batches while there are any.
 	calls atomic.Int64
 
 	// sweepFrom is the largest expiry the last sweep batch deleted, where
@@ -106,10 +108,11 @@ type Store struct {
 }
 
 var (
-	_ backend.Store   = (*Store)(nil)
-	_ backend.Reader  = (*Store)(nil)
-	_ backend.Sweeper = (*Store)(nil)
-	_ backend.Tx      = (*tx)(nil)
+	_ backend.Store          = (*Store)(nil)
+	_ backend.Reader         = (*Store)(nil)
+	_ backend.ReadOnlyRunner = (*Store)(nil)
+	_ backend.Sweeper        = (*Store)(nil)
+	_ backend.Tx             = (*tx)(nil)
 )
 
 // New returns a Store that keeps its documents in pool's database; nil opts
@@ -223,10 +226,32 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 	if fn == nil {
 		return errors.New("postgres: Run needs a function")
 	}
+	return s.run(ctx, beginSQL, fn)
+}
+
+// RunReadOnly implements [backend.ReadOnlyRunner]. fn runs in one
+// REPEATABLE READ, READ ONLY transaction on one pooled connection: it reads
+// the snapshot its first statement takes, waits for no lock, and cannot
+// fail for a concurrent transaction (a SERIALIZABLE READ ONLY one could,
+// unless DEFERRABLE, which may wait for a snapshot instead). Its writes
+// through tx fail with an error wrapping idem.ErrReadOnly before anything
+// is sent; a write through the handles As hands out is refused by the
+// server (SQLSTATE 25006), which aborts the transaction. It commits when fn
+// returns nil; as with Run, fn runs again on an error wrapping
+// idem.ErrConflict, and a panic rolls back and goes on.
+func (s *Store) RunReadOnly(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
+	if fn == nil {
+		return errors.New("postgres: RunReadOnly needs a function")
+	}
+	return s.run(ctx, beginReadOnlySQL, kit.ReadOnly(fn))
+}
+
+// run is Run and RunReadOnly: fn in a transaction that begin begins.
+func (s *Store) run(ctx context.Context, begin string, fn func(ctx context.Context, tx backend.Tx) error) error {
 	s.calls.Add(1)
 	defer s.calls.Add(-1)
 	failed, uniques := 0, 0 // attempts failed, unique violations met
-	err := s.retry.Do(ctx, func() error { return s.attempt(ctx, fn) }, func(err error) kit.Next {
+	err := s.retry.Do(ctx, func() error { return s.attempt(ctx, begin, fn) }, func(err error) kit.Next {
 		failed++
 		if !retryable(err) {
 			return kit.Stop
@@ -254,7 +279,7 @@ func (s *Store) Run(ctx context.Context, fn func(ctx context.Context, tx backend
 	return poolerHint(err)
 }
 
-func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
+func (s *Store) attempt(ctx context.Context, begin string, fn func(ctx context.Context, tx backend.Tx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: acquiring a connection: %w", err)
@@ -262,20 +287,20 @@ func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context, tx bac
 	// Release closes the connection instead of pooling it if it is still
 	// in a transaction, so a failed rollback leaks nothing.
 	defer c.Release()
-	t, err := s.attemptOn(ctx, c.Conn(), fn)
+	t, err := s.attemptOn(ctx, c.Conn(), begin, fn)
 	// The error fn returned may hide the statement error (a closed
 	// pgx.Tx after a failed BEGIN): t.failed has it.
 	if s.forgetStale(ctx, c.Conn(), err, t.failed) {
 		// Once more, on this connection, which prepares them again.
-		_, err = s.attemptOn(ctx, c.Conn(), fn)
+		_, err = s.attemptOn(ctx, c.Conn(), begin, fn)
 	}
 	return err
 }
 
 // attemptOn runs fn in one transaction on conn and commits it, or rolls it
 // back; conn is idle again when it returns.
-func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, fn func(ctx context.Context, tx backend.Tx) error) (t *tx, err error) {
-	t = &tx{s: s, ctx: ctx, conn: conn, absent: make(map[backend.Key]time.Time)}
+func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, begin string, fn func(ctx context.Context, tx backend.Tx) error) (t *tx, err error) {
+	t = &tx{s: s, ctx: ctx, conn: conn, begin: begin, absent: make(map[backend.Key]time.Time)}
 	defer func() {
 		if r := recover(); r != nil {
 			t.gate.Close()

@@ -130,6 +130,7 @@ func harness(t *testing.T, pool func(t *testing.T) *pgxpool.Pool) storetest.Harn
 		},
 		MaxDocumentBytes: 64 << 10,
 		Reader:           true,
+		ReadOnlyRunner:   true,
 		Sweeper:          true,
 		As:               []any{new(pgx.Tx), new(postgres.Querier)},
 		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {

@@ -30,8 +30,14 @@ type queries struct {
 }
 
 const (
-	beginSQL  = "begin isolation level serializable"
-	commitSQL = "commit"
+	beginSQL = "begin isolation level serializable"
+	// beginReadOnlySQL begins a RunReadOnly: a snapshot taken at its first
+	// statement, which never waits for a lock, never fails for a
+	// concurrent transaction (as a SERIALIZABLE READ ONLY one may, unless
+	// DEFERRABLE, which waits for a safe snapshot instead), and takes no
+	// predicate locks that could make a SERIALIZABLE writer fail.
+	beginReadOnlySQL = "begin isolation level repeatable read read only"
+	commitSQL        = "commit"
 )
 
 func newQueries(prefix string) queries {
@@ -96,7 +102,7 @@ RETURNING version`)
 )
 SELECT count(*), max(expires_at) FROM gone`)
 	q.names = make(map[string]string)
-	for _, sql := range []string{q.get, q.create, q.createOrFail, q.put, q.update, q.delete, beginSQL, commitSQL} {
+	for _, sql := range []string{q.get, q.create, q.createOrFail, q.put, q.update, q.delete, beginSQL, beginReadOnlySQL, commitSQL} {
 		sum := sha256.Sum256([]byte(sql))
 		q.names[sql] = "idemkit_" + hex.EncodeToString(sum[:8])
 	}

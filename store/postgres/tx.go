@@ -26,6 +26,7 @@ type tx struct {
 	ctx  context.Context // Run's context, for As, which has none
 	conn *pgx.Conn
 
+	begin  string    // the BEGIN statement: beginSQL, or beginReadOnlySQL
 	ptx    pgx.Tx    // the native transaction; nil until BEGIN is sent
 	queue  []pending // writes not sent yet
 	failed error     // the first statement error; the transaction is aborted
@@ -98,12 +99,13 @@ func (t *tx) send(ctx context.Context, last *pending) error {
 func (t *tx) batch(ctx context.Context) (*pgx.Batch, error) {
 	b := &pgx.Batch{}
 	if t.ptx == nil {
-		begin, err := t.prepared(ctx, beginSQL)
+		begin, err := t.prepared(ctx, t.begin)
 		if err != nil {
 			return nil, err
 		}
-		// BeginQuery may name a prepared statement, as any query may.
-		b.BeginTx(pgx.TxOptions{IsoLevel: pgx.Serializable, BeginQuery: begin})
+		// BeginQuery may name a prepared statement, as any query may; the
+		// statement sets the isolation level and the access mode.
+		b.BeginTx(pgx.TxOptions{BeginQuery: begin})
 	}
 	for _, p := range t.queue {
 		if err := t.queueOn(ctx, b, p); err != nil {

@@ -21,7 +21,9 @@
 // own, in WAL mode with synchronous=FULL: transactions run one at a time
 // (within a process they queue in Go; across processes SQLite's lock and busy
 // timeout order them), so fn never loses a race, and a committed transaction
-// survives a crash or power loss.
+// survives a crash or power loss. RunReadOnly is a read transaction on
+// another connection, which in WAL mode reads one snapshot while the writer
+// goes on: it never waits for a Run.
 //
 // A server can keep its own tables in the same database and write them in
 // the same transaction as the documents: inside fn,
@@ -109,10 +111,18 @@ type Store struct {
 	// with the statements prepared on it (compiling a statement costs
 	// about as much as running it); nil until a Run needs one. Guarded
 	// by the writer token.
-	w *writeConn
+	w *keptConn
 	// reader is readQuery prepared for Read, on every pooled connection
 	// it runs on.
 	reader *sql.Stmt
+	// rdb opens the connections RunReadOnly reads on: each is query_only,
+	// so that nothing is written through it, not even through As.
+	rdb *sql.DB
+	// readMu guards readers, the idle read connections kept with their
+	// statements (at most maxIdleReaders), and readClosed, set by Close.
+	readMu     sync.Mutex
+	readers    []*keptConn
+	readClosed bool
 	// waiting counts the Runs waiting for the writer token: a sweep
 	// batch that got the token while Runs wait lets them go first.
 	waiting atomic.Int32
@@ -128,35 +138,36 @@ type Store struct {
 }
 
 var (
-	_ backend.Store   = (*Store)(nil)
-	_ backend.Reader  = (*Store)(nil)
-	_ backend.Sweeper = (*Store)(nil)
-	_ backend.Tx      = (*tx)(nil)
+	_ backend.Store          = (*Store)(nil)
+	_ backend.Reader         = (*Store)(nil)
+	_ backend.ReadOnlyRunner = (*Store)(nil)
+	_ backend.Sweeper        = (*Store)(nil)
+	_ backend.Tx             = (*tx)(nil)
 )
 
-// writeConn is a connection kept for Runs and the statements prepared on
-// it.
-type writeConn struct {
+// keptConn is a connection kept from one transaction to the next (the
+// writer, or an idle read connection) with the statements prepared on it.
+type keptConn struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 	bad   bool // discarded: not kept after this Run
 }
 
 // writeConn returns the connection this Run writes on.
-func (s *Store) writeConn(ctx context.Context) (*writeConn, error) {
+func (s *Store) writeConn(ctx context.Context) (*keptConn, error) {
 	if s.w == nil {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s.w = &writeConn{conn: conn, stmts: make(map[string]*sql.Stmt)}
+		s.w = &keptConn{conn: conn, stmts: make(map[string]*sql.Stmt)}
 	}
 	return s.w, nil
 }
 
 // releaseConn ends a Run's use of the connection: it is kept for the next
 // Run unless it was discarded or the store is closing.
-func (s *Store) releaseConn(w *writeConn) {
+func (s *Store) releaseConn(w *keptConn) {
 	if w.bad || s.closing.Load() {
 		w.close()
 		if s.w == w {
@@ -165,7 +176,7 @@ func (s *Store) releaseConn(w *writeConn) {
 	}
 }
 
-func (w *writeConn) close() {
+func (w *keptConn) close() {
 	if !w.bad {
 		// A discarded connection's statements went with it: database/sql
 		// closed them, and closing them again would fail in the driver.
@@ -177,7 +188,7 @@ func (w *writeConn) close() {
 }
 
 // stmt returns query prepared on w.
-func (w *writeConn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+func (w *keptConn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := w.stmts[query]; ok {
 		return st, nil
 	}
@@ -191,14 +202,14 @@ func (w *writeConn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 
 // rollback ends the transaction on w; if it cannot, the connection is
 // discarded so that no later Run inherits the open transaction.
-func (w *writeConn) rollback() {
+func (w *keptConn) rollback() {
 	if _, err := w.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
 		w.discard()
 	}
 }
 
 // discard makes database/sql close the connection instead of reusing it.
-func (w *writeConn) discard() {
+func (w *keptConn) discard() {
 	w.bad = true
 	discard(w.conn)
 }
@@ -292,6 +303,12 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: preparing a statement: %w", err)
 	}
 	s.db = db
+	// Read connections are opened as they are needed, by RunReadOnly.
+	if s.rdb, err = sql.Open("sqlite", dsn(path, s.busy)+readOnlyDSN); err != nil {
+		s.reader.Close()
+		db.Close()
+		return nil, fmt.Errorf("sqlite: opening database: %w", err)
+	}
 	s.background = kit.StartSweeping(s, (*Store).Sweep,
 		kit.SweepOptions{Store: "sqlite", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
 	return s, nil
@@ -310,11 +327,17 @@ func dsn(path string, busy time.Duration) string {
 	return u + "?_pragma=busy_timeout(" + ms + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 }
 
+// readOnlyDSN is added to dsn's name for the read connections: PRAGMA
+// query_only, which the driver sets last, after the pragmas that may write.
+const readOnlyDSN = "&_query_only=1"
+
 // Close stops the background sweep (cancelling a round in progress and
 // waiting for it), makes waiting and later Runs fail, waits (at most the
 // busy timeout) for the Run or Sweep in progress to finish, and closes the
 // database. A Run still in fn after that does not commit, and Close returns
-// an error saying so. Close must not be called from inside fn.
+// an error saying so. Later RunReadOnly calls fail; one in progress reads on
+// to its end, and its connection is closed then. Close must not be called
+// from inside fn.
 func (s *Store) Close() error {
 	if !s.closing.CompareAndSwap(false, true) {
 		return errClosedStore
@@ -336,6 +359,7 @@ func (s *Store) Close() error {
 		s.gaveUp.Store(true)
 		stuck = errors.New("sqlite: closed while a Run was still in fn; it will be rolled back")
 	}
+	s.closeReaders()
 	s.reader.Close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: closing database: %w", err)
@@ -467,6 +491,98 @@ func (s *Store) runOnce(ctx context.Context, fn func(ctx context.Context, tx bac
 		return fmt.Errorf("%w: sqlite commit failed: %w", backend.ErrUnknownOutcome, err)
 	}
 	return nil
+}
+
+// RunReadOnly implements [backend.ReadOnlyRunner]. fn runs inside a
+// deferred BEGIN on a read connection, not the writer: in WAL mode its first
+// read takes a snapshot of the committed database, which it reads until fn
+// returns, while Runs go on writing and committing. It never waits for this
+// Store's writer nor another process's. Its writes through tx fail with an
+// error wrapping idem.ErrReadOnly, and the connection As hands out is
+// read-only (PRAGMA query_only). The transaction is rolled back when fn
+// returns: it has nothing to keep. A panic in fn rolls back and goes on
+// panicking.
+//
+// A few read connections are kept open between calls, with their
+// statements; more are opened while more RunReadOnly calls run at once.
+func (s *Store) RunReadOnly(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
+	fn = kit.ReadOnly(fn)
+	return s.retry.Do(ctx, func() error { return s.readOnce(ctx, fn) }, kit.OnConflict)
+}
+
+// maxIdleReaders is how many idle read connections a Store keeps.
+const maxIdleReaders = 4
+
+func (s *Store) readOnce(ctx context.Context, fn func(ctx context.Context, tx backend.Tx) error) error {
+	c, err := s.readConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.releaseReadConn(c)
+	if _, err := c.conn.ExecContext(ctx, "BEGIN"); err != nil {
+		c.discard()
+		return fmt.Errorf("sqlite: beginning a read transaction: %w", err)
+	}
+	// No guard (see runOnce): nothing written on a query_only connection
+	// can be kept, and an interrupted read does not end the transaction.
+	t := &tx{s: s, conn: c.conn, w: c}
+	defer func() {
+		// Also when fn panicked (or called runtime.Goexit).
+		t.gate.Close()
+		c.rollback()
+	}()
+	return fn(ctx, t)
+}
+
+// readConn returns an idle read connection, or opens one.
+func (s *Store) readConn(ctx context.Context) (*keptConn, error) {
+	s.readMu.Lock()
+	if s.readClosed {
+		s.readMu.Unlock()
+		return nil, errClosedStore
+	}
+	if n := len(s.readers); n > 0 {
+		c := s.readers[n-1]
+		s.readers[n-1] = nil
+		s.readers = s.readers[:n-1]
+		s.readMu.Unlock()
+		return c, nil
+	}
+	s.readMu.Unlock()
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: getting a read connection: %w", err)
+	}
+	return &keptConn{conn: conn, stmts: make(map[string]*sql.Stmt)}, nil
+}
+
+// releaseReadConn keeps c for the next RunReadOnly, unless it was
+// discarded, enough are kept, or the store is closed.
+func (s *Store) releaseReadConn(c *keptConn) {
+	if !c.bad {
+		s.readMu.Lock()
+		if !s.readClosed && len(s.readers) < maxIdleReaders {
+			s.readers = append(s.readers, c)
+			s.readMu.Unlock()
+			return
+		}
+		s.readMu.Unlock()
+	}
+	c.close()
+}
+
+// closeReaders closes the idle read connections and the read database;
+// those in use are closed when released.
+func (s *Store) closeReaders() {
+	s.readMu.Lock()
+	s.readClosed = true
+	idle := s.readers
+	s.readers = nil
+	s.readMu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
+	s.rdb.Close()
 }
 
 // guard watches for SQLite ending the transaction by itself (an interrupted

@@ -37,6 +37,7 @@ func TestConformance(t *testing.T) {
 		MaxDocumentBytes: maxDoc,
 		Serialized:       true,
 		Reader:           true,
+		ReadOnlyRunner:   true,
 		Sweeper:          true,
 		As:               []any{new(*sql.Conn)},
 		AsWrite: func(ctx context.Context, tx idem.Tx, id string) error {

@@ -15,12 +15,14 @@ import (
 )
 
 // tx is one Run's transaction: statements on the Run's connection, inside
-// its BEGIN IMMEDIATE, so reads see this tx's own writes.
+// its BEGIN IMMEDIATE, so reads see this tx's own writes. A RunReadOnly's
+// is one on a read connection, inside a deferred BEGIN; its writes are
+// refused before they reach it (kit.ReadOnly).
 type tx struct {
 	gate kit.Gate // closed when fn returns
 	s    *Store
 	conn *sql.Conn
-	w    *writeConn // conn, and the statements prepared on it
+	w    *keptConn // conn, and the statements prepared on it
 	// rolledBack is set by SQLite's rollback hook: SQLite ended the
 	// transaction by itself (a statement was interrupted, or failed with
 	// an I/O or full-disk error). Later statements would run outside any
@@ -256,7 +258,9 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 // the connection this transaction runs on, so that a server can read and
 // write its own tables in the same transaction: what it writes there commits
 // or rolls back with the documents. Use the connection only inside fn, and
-// never run BEGIN, COMMIT or ROLLBACK on it.
+// never run BEGIN, COMMIT or ROLLBACK on it. In a RunReadOnly the
+// connection is read-only (PRAGMA query_only): a write through it fails
+// with SQLite's "attempt to write a readonly database".
 func (t *tx) As(target any) bool {
 	if p, ok := target.(**sql.Conn); ok && p != nil && !t.gate.Closed() {
 		*p = t.conn

@@ -10,6 +10,7 @@
 //			},
 //			MaxDocumentBytes: 1 << 20,
 //			Reader:           true,
+//			ReadOnlyRunner:   true,
 //			Sweeper:          true,
 //		})
 //	}
@@ -40,11 +41,12 @@ type Harness struct {
 	// suite checks that one byte more fails with idem.ErrTooLarge.
 	MaxDocumentBytes int
 
-	// Reader, Sweeper and Expirer declare the optional capabilities the
-	// store has ([backend.Reader], [backend.Sweeper], [backend.Expirer]).
-	// The suite tests each one declared, and fails if a store lacks one
-	// its harness declares or has one its harness does not.
-	Reader, Sweeper, Expirer bool
+	// Reader, ReadOnlyRunner, Sweeper and Expirer declare the optional
+	// capabilities the store has ([backend.Reader],
+	// [backend.ReadOnlyRunner], [backend.Sweeper], [backend.Expirer]). The
+	// suite tests each one declared, and fails if a store lacks one its
+	// harness declares or has one its harness does not.
+	Reader, ReadOnlyRunner, Sweeper, Expirer bool
 
 	// As lists the native handles Tx.As hands out, each as a pointer to a
 	// variable of its type: new(*sql.Conn), new(pgx.Tx). The suite checks
@@ -111,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Contract", func(t *testing.T) { runContract(t, h) })
 	t.Run("As", func(t *testing.T) { runAs(t, h) })
 	t.Run("Reader", func(t *testing.T) { runReader(t, h) })
+	t.Run("ReadOnly", func(t *testing.T) { runReadOnly(t, h) })
 	t.Run("Consistency", func(t *testing.T) { runConsistency(t, h) })
 	t.Run("Middleware", func(t *testing.T) { runMiddleware(t, h) })
 	t.Run("Guard", func(t *testing.T) { runGuard(t, h) })
@@ -143,13 +146,19 @@ func testCapabilities(t *testing.T, h Harness) {
 // h declares.
 func capabilityErrors(s idem.Store, h Harness) []string {
 	_, reader := s.(backend.Reader)
+	_, readOnly := s.(backend.ReadOnlyRunner)
 	_, sweeper := s.(backend.Sweeper)
 	expirer, isExpirer := s.(backend.Expirer)
 	var errs []string
 	for _, c := range []struct {
 		name          string
 		has, declared bool
-	}{{"backend.Reader", reader, h.Reader}, {"backend.Sweeper", sweeper, h.Sweeper}, {"backend.Expirer", isExpirer, h.Expirer}} {
+	}{
+		{"backend.Reader", reader, h.Reader},
+		{"backend.ReadOnlyRunner", readOnly, h.ReadOnlyRunner},
+		{"backend.Sweeper", sweeper, h.Sweeper},
+		{"backend.Expirer", isExpirer, h.Expirer},
+	} {
 		switch {
 		case c.declared && !c.has:
 			errs = append(errs, fmt.Sprintf("the harness declares %s, and %T does not implement it", c.name, s))

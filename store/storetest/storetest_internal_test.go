@@ -14,7 +14,7 @@ import (
 func TestCapabilityErrors(t *testing.T) {
 	s := memory.New(nil)
 	defer s.Close()
-	hidden := struct{ idem.Store }{s} // neither Reader nor Sweeper
+	hidden := struct{ idem.Store }{s} // no optional capability
 	exp := expirer{hidden, "expires_at"}
 	cases := []struct {
 		name string
@@ -22,15 +22,15 @@ func TestCapabilityErrors(t *testing.T) {
 		h    Harness
 		want []string // a word of each error, in order
 	}{
-		{"declared and present", s, Harness{Reader: true, Sweeper: true}, nil},
+		{"declared and present", s, Harness{Reader: true, ReadOnlyRunner: true, Sweeper: true}, nil},
 		{"none declared, none present", hidden, Harness{}, nil},
-		{"declared, missing", hidden, Harness{Reader: true, Sweeper: true}, []string{"declares backend.Reader", "declares backend.Sweeper"}},
-		{"present, not declared", s, Harness{Sweeper: true}, []string{"implements backend.Reader"}},
+		{"declared, missing", hidden, Harness{Reader: true, ReadOnlyRunner: true, Sweeper: true}, []string{"declares backend.Reader", "declares backend.ReadOnlyRunner", "declares backend.Sweeper"}},
+		{"present, not declared", s, Harness{Sweeper: true}, []string{"implements backend.Reader", "implements backend.ReadOnlyRunner"}},
 		{"expirer declared", exp, Harness{Expirer: true}, nil},
 		{"expirer not declared", exp, Harness{}, []string{"implements backend.Expirer"}},
-		{"expirer declared, missing", s, Harness{Reader: true, Sweeper: true, Expirer: true}, []string{"declares backend.Expirer"}},
+		{"expirer declared, missing", s, Harness{Reader: true, ReadOnlyRunner: true, Sweeper: true, Expirer: true}, []string{"declares backend.Expirer"}},
 		{"expirer without a field", expirer{hidden, ""}, Harness{Expirer: true}, []string{"names no ExpiryField"}},
-		{"sweeper and expirer", sweepExpirer{s}, Harness{Reader: true, Sweeper: true, Expirer: true}, []string{"both"}},
+		{"sweeper and expirer", sweepExpirer{s}, Harness{Reader: true, ReadOnlyRunner: true, Sweeper: true, Expirer: true}, []string{"both"}},
 	}
 	for _, c := range cases {
 		errs := capabilityErrors(c.s, c.h)

@@ -4,8 +4,9 @@
 // makes before it touches the store ([Gate]), the retry loop of Run with its
 // backoff ([Retry]), a transaction that reads through the backend and
 // buffers its writes until the commit ([Buffer]), which the memory,
-// DynamoDB and Firestore stores build on, and the background sweep of the
-// stores that sweep ([StartSweeping]).
+// DynamoDB and Firestore stores build on, the Tx of a read-only
+// transaction, whose writes fail ([ReadOnly]), and the background sweep of
+// the stores that sweep ([StartSweeping]).
 //
 // Package backend is the contract a store implements; kit is one way to
 // implement it, and imports no database.
