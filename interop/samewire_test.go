@@ -304,8 +304,10 @@ var wireDifferences = []struct {
 	{[]string{"stdio"}, `tools/list.result.cacheScope: go-sdk "public", mcp-go (absent)`, cacheHints},
 	{[]string{"stdio"}, `tools/list.result.ttlMs: go-sdk 0, mcp-go (absent)`, cacheHints},
 	{[]string{"http"}, `tools/list.result.cacheScope: go-sdk "public", mcp-go "private"`, cacheHints},
-	{[]string{"stdio", "http"}, `unknown_tool.error.message: go-sdk "unknown tool \"no_such_tool\"", mcp-go "tool 'no_such_tool' not found: tool not found"`,
+	{[]string{"stdio"}, `unknown_tool.error.message: go-sdk "unknown tool \"no_such_tool\"", mcp-go "tool 'no_such_tool' not found: tool not found"`,
 		"a call of a tool the server does not have is the library's protocol error, before any idemkit code; both send code -32602 (and HTTP 400)"},
+	{[]string{"http"}, `unknown_tool.error.message: go-sdk "unknown tool \"…\"", mcp-go "tool 'no_such_tool' not found: tool not found"`,
+		"the same protocol error; over HTTP the examples' serving layer replaces text in double quotes in an error with \"…\", so that no request comes back whole (a name over 128 bytes is refused before either library)"},
 }
 
 const (

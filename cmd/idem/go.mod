@@ -41,7 +41,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
-	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/idemkit/sdk/store/dynamo v0.0.0-00010101000000-000000000000 // indirect
 	github.com/idemkit/sdk/store/firestore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

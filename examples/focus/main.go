@@ -32,6 +32,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -48,10 +49,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	log := exserve.Logger(stderr, "focus")
 	var f exserve.Flags
-	fs := f.FlagSet("focus", stderr, "sqlite:idemkit-focus.db",
-		"focus -demo",
-		"focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob",
-		"focus -store postgres://localhost/focus   # stdio, on PostgreSQL: a build with -tags postgres")
+	fs := flagSet(&f, stderr)
 	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -72,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.Demo {
 		err = runDemo(ctx, s, stdout)
 	} else {
-		srv := NewServer(s, Config{Log: log})
+		srv := NewServer(s, configOf(&f, log))
 		err = exserve.Run(ctx, stop, log, srv, &f)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -81,4 +79,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// flagSet is the command's flag set: the flags every example takes.
+func flagSet(f *exserve.Flags, stderr io.Writer) *flag.FlagSet {
+	return f.FlagSet("focus", stderr, "sqlite:idemkit-focus.db",
+		"focus -demo",
+		"focus -http 127.0.0.1:8080 -user TOKEN=alice -user TOKEN2=bob",
+		"focus -store postgres://localhost/focus   # stdio, on PostgreSQL: a build with -tags postgres")
+}
+
+// configOf is the server's Config as the flags set it.
+func configOf(f *exserve.Flags, log *slog.Logger) Config {
+	return Config{Log: log, TTL: f.TTL}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,7 +55,9 @@ type slot struct {
 	SessionID string `json:"session_id"`
 }
 
-// runningIndex lists a user's running sessions.
+// runningIndex lists a user's running sessions: at most maxRunning, each
+// with a label of at most maxLabel characters, so that it stays under the
+// stores' document limit.
 type runningIndex struct {
 	Sessions map[string]runningEntry `json:"sessions,omitempty"`
 }
@@ -67,13 +70,26 @@ type runningEntry struct {
 
 // day is what one date holds: the sessions started on it, the time logged
 // by log_id, each device's step count (set_steps) and the steps apps added
-// (add_steps).
+// (add_steps). It holds ids, times and counts, never free text (a log's
+// note is in its own document), and at most maxDaySessions sessions,
+// maxDayLogs logs and maxDayDevices devices' counts, so that it stays
+// under the stores' document limit.
 type day struct {
-	Sessions    map[string]bool       `json:"sessions,omitempty"`
-	Logs        map[string]LoggedTime `json:"logs,omitempty"`
-	Steps       int64                 `json:"steps,omitempty"`
-	DeviceSteps map[string]int64      `json:"device_steps,omitempty"`
+	Sessions    map[string]bool   `json:"sessions,omitempty"`
+	Logs        map[string]dayLog `json:"logs,omitempty"`
+	Steps       int64             `json:"steps,omitempty"`
+	DeviceSteps map[string]int64  `json:"device_steps,omitempty"`
 }
+
+// dayLog is a logged time as its day holds it, by log_id: what the overlap
+// check and the day's minutes need.
+type dayLog struct {
+	StartedAt time.Time `json:"started_at"`
+	Minutes   int       `json:"minutes"`
+}
+
+// end is when the logged time ended.
+func (l dayLog) end() time.Time { return l.StartedAt.Add(time.Duration(l.Minutes) * time.Minute) }
 
 // totalSteps is the day's steps: every device's count and what apps added.
 func (d day) totalSteps() int64 {
@@ -107,6 +123,7 @@ type Beat struct {
 type Config struct {
 	Now func() time.Time // the clock for event times (default time.Now)
 	Log *slog.Logger     // where replays and refusals are logged (default: discard)
+	TTL time.Duration    // how long an answer is kept and replayed (default 24 hours)
 }
 
 // focus is the server: its store, clock, and how many times each tool's
@@ -136,7 +153,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(s, &idem.Options{Logger: log, Tracer: otelidem.NewTracer(nil)})
+	guard := idem.New(s, &idem.Options{TTL: cfg.TTL, Logger: log, Tracer: otelidem.NewTracer(nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
 	// Every tool reads and writes this server's store alone, so each says
 	// openWorldHint: false (MCP reads an absent one as true).
@@ -294,6 +311,30 @@ func parseTime(name, v string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// checkText refuses a text argument longer than max characters. The
+// input schemas state the same bound, so the middleware refuses such a
+// call before the handler runs; this holds it for a call that reaches the
+// handler another way.
+func checkText(name, v string, max int) error {
+	if utf8.RuneCountInString(v) > max {
+		return &idem.Error{Code: idem.CodeInvalidArguments, Message: fmt.Sprintf("%s must be at most %d characters", name, max)}
+	}
+	return nil
+}
+
+// The most records a user's combined documents hold, so that each stays
+// under the stores' document limit (DynamoDB's 400 KB is the smallest)
+// with every id, label and text as long as allowed: at most about 135 KB
+// for the running index, 165 KB for a day and 80 KB for a session
+// (limits_test.go).
+const (
+	maxRunning     = 50  // sessions running at once: the running index
+	maxDaySessions = 100 // sessions started on one date
+	maxDayLogs     = 100 // logs of one date
+	maxDayDevices  = 20  // devices' step counts on one date
+	maxStops       = 10  // devices' stops of one session
+)
+
 // The range of event times a call may send.
 var (
 	earliestEvent = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -306,6 +347,10 @@ const (
 	maxLogMinutes  = 24 * 60 // log_session's minutes: 1 to a day
 	maxAddSteps    = 100000  // add_steps's steps: 1 to this
 	maxDeviceSteps = 200000  // set_steps's steps: 0 to this
+	// maxLabel is the longest label of a session, and maxText the longest
+	// summary or note, in characters (as a schema's maxLength counts).
+	maxLabel = 200
+	maxText  = 500
 	// eventYears is an event time's year as written: 2000 to 2099, the
 	// range parseTime holds the time to.
 	eventYears = `^20[0-9]{2}-`
@@ -317,9 +362,13 @@ const (
 // refuses a value outside them (invalid_arguments) before the handler
 // runs. The middleware does not check formats: parseTime and checkDate do.
 var (
-	startSchema = inputSchema[StartArgs](func(p props) { eventTime(p["started_at"]) })
-	endSchema   = inputSchema[EndArgs](func(p props) {
+	startSchema = inputSchema[StartArgs](func(p props) {
+		eventTime(p["started_at"])
+		maxLength(p["label"], maxLabel)
+	})
+	endSchema = inputSchema[EndArgs](func(p props) {
 		eventTime(p["end_at"])
+		maxLength(p["summary"], maxText)
 		for _, o := range outcomes {
 			p["outcome"].Enum = append(p["outcome"].Enum, o)
 		}
@@ -327,6 +376,7 @@ var (
 	logSchema = inputSchema[LogArgs](func(p props) {
 		eventTime(p["started_at"])
 		between(p["minutes"], 1, maxLogMinutes)
+		maxLength(p["note"], maxText)
 	})
 	addStepsSchema = inputSchema[StepsArgs](func(p props) {
 		p["date"].Format = "date"
@@ -336,7 +386,10 @@ var (
 		p["date"].Format = "date"
 		between(p["steps"], 0, maxDeviceSteps)
 	})
-	beatSchema = inputSchema[BeatArgs](func(p props) { eventTime(p["at"]) })
+	beatSchema = inputSchema[BeatArgs](func(p props) {
+		eventTime(p["at"])
+		maxLength(p["note"], maxText)
+	})
 	listSchema = inputSchema[ListArgs](func(p props) { p["date"].Format = "date" })
 )
 
@@ -360,6 +413,9 @@ func eventTime(p *jsonschema.Schema) {
 	p.Format = "date-time"
 	p.Pattern = eventYears
 }
+
+// maxLength states that the text p is at most n characters long.
+func maxLength(p *jsonschema.Schema, n int) { p.MaxLength = &n }
 
 // between states that p is from lo to hi.
 func between(p *jsonschema.Schema, lo, hi float64) {
@@ -393,8 +449,9 @@ func save(ctx context.Context, tx idem.Tx, k idem.Key, ver idem.Version, doc any
 	return tx.Update(ctx, k, ver, doc)
 }
 
-// updateIndex applies change to the user's running index.
-func updateIndex(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, change func(map[string]runningEntry)) error {
+// updateIndex applies change to the user's running index; an error from
+// change is returned and nothing is written.
+func updateIndex(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, change func(map[string]runningEntry) error) error {
 	k := key(req, colIndex, "running")
 	idx, ver, err := get[runningIndex](ctx, tx, k)
 	if err != nil {
@@ -403,25 +460,30 @@ func updateIndex(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, chan
 	if idx.Sessions == nil {
 		idx.Sessions = map[string]runningEntry{}
 	}
-	change(idx.Sessions)
+	if err := change(idx.Sessions); err != nil {
+		return err
+	}
 	return save(ctx, tx, k, ver, idx)
 }
 
-// updateDay applies change to the day at date.
-func updateDay(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, date string, change func(*day)) (day, error) {
+// updateDay applies change to the day at date; an error from change is
+// returned and nothing is written.
+func updateDay(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, date string, change func(*day) error) (day, error) {
 	k := key(req, colDays, date)
 	d, ver, err := get[day](ctx, tx, k)
 	if err != nil {
 		return d, err
 	}
-	change(&d)
+	if err := change(&d); err != nil {
+		return d, err
+	}
 	return d, save(ctx, tx, k, ver, d)
 }
 
 // StartArgs are start_focus's arguments.
 type StartArgs struct {
 	Device    string `json:"device" jsonschema:"the device the session runs on, such as phone or laptop"`
-	Label     string `json:"label" jsonschema:"what the session is for"`
+	Label     string `json:"label" jsonschema:"what the session is for, up to 200 characters"`
 	SessionID string `json:"session_id,omitempty" jsonschema:"an id for the new session, minted by your app; a retry with it names the same session"`
 	StartedAt string `json:"started_at,omitempty" jsonschema:"when the user pressed start (RFC 3339), for a queued request; default now"`
 }
@@ -444,6 +506,9 @@ func startedOf(s Session) Started {
 // whose slot is taken answers the session in it, so a retry without a
 // session_id does not start a second one.
 func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in StartArgs) (*mcp.CallToolResult, Started, error) {
+	if err := checkText("label", in.Label, maxLabel); err != nil {
+		return nil, Started{}, err
+	}
 	if err := checkID("device", in.Device); err != nil {
 		return nil, Started{}, err
 	}
@@ -494,16 +559,24 @@ func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	if err := tx.Create(ctx, key(req, colSessions, id), s); err != nil {
 		return nil, Started{}, err
 	}
-	if err := updateIndex(ctx, tx, req, func(m map[string]runningEntry) {
+	if err := updateIndex(ctx, tx, req, func(m map[string]runningEntry) error {
+		if len(m) >= maxRunning {
+			return refuse("%d sessions are running, the most one user may run at once: end one before starting another", maxRunning)
+		}
 		m[id] = runningEntry{Device: s.Device, Label: s.Label, Start: s.Start}
+		return nil
 	}); err != nil {
 		return nil, Started{}, err
 	}
-	if _, err := updateDay(ctx, tx, req, start.Format(time.DateOnly), func(d *day) {
+	if _, err := updateDay(ctx, tx, req, start.Format(time.DateOnly), func(d *day) error {
+		if len(d.Sessions) >= maxDaySessions {
+			return refuse("%d sessions were started on this date, the most a day keeps: delete one, or log the time with log_session", maxDaySessions)
+		}
 		if d.Sessions == nil {
 			d.Sessions = map[string]bool{}
 		}
 		d.Sessions[id] = true
+		return nil
 	}); err != nil {
 		return nil, Started{}, err
 	}
@@ -548,14 +621,17 @@ func release(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, s Sessio
 			return err
 		}
 	}
-	return updateIndex(ctx, tx, req, func(m map[string]runningEntry) { delete(m, s.ID) })
+	return updateIndex(ctx, tx, req, func(m map[string]runningEntry) error {
+		delete(m, s.ID)
+		return nil
+	})
 }
 
 // EndArgs are end_focus's arguments.
 type EndArgs struct {
 	SessionID string `json:"session_id,omitempty" jsonschema:"the session to stop, from get_now or start_focus"`
 	EndAt     string `json:"end_at,omitempty" jsonschema:"when the user pressed stop (RFC 3339), for a queued request; default now"`
-	Summary   string `json:"summary,omitempty" jsonschema:"what was done"`
+	Summary   string `json:"summary,omitempty" jsonschema:"what was done, up to 500 characters"`
 	Outcome   string `json:"outcome,omitempty" jsonschema:"done (default), abandoned or interrupted"`
 	Device    string `json:"device" jsonschema:"the device sending the stop: without session_id, the session running on it is stopped"`
 }
@@ -575,6 +651,9 @@ type Ended struct {
 
 // endFocus merges one stop into the session with the stop rule.
 func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in EndArgs) (*mcp.CallToolResult, Ended, error) {
+	if err := checkText("summary", in.Summary, maxText); err != nil {
+		return nil, Ended{}, err
+	}
 	if err := checkID("device", in.Device); err != nil {
 		return nil, Ended{}, err
 	}
@@ -614,6 +693,9 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	// device's repeat, even with a new op id or a reworded summary, is the
 	// same stop, and the device's earliest stop stands (stopRule).
 	stopKey := "device:" + in.Device
+	if _, known := s.Stops[stopKey]; !known && len(s.Stops) >= maxStops {
+		return nil, Ended{}, refuse("%d devices have stopped this session, the most it keeps: its end is set; send the stop from one of them", maxStops)
+	}
 	incoming := stopRequest(s, stopKey, Stop{At: end, Outcome: in.Outcome, Summary: in.Summary, Device: in.Device})
 	ch, err := merge.Apply(ctx, tx, k, incoming, stopRule, nil)
 	if err != nil {
@@ -682,7 +764,10 @@ func (f *focus) deleteSession(ctx context.Context, tx idem.Tx, req *mcp.CallTool
 			return nil, Deleted{}, err
 		}
 	}
-	if _, err := updateDay(ctx, tx, req, s.Start.Format(time.DateOnly), func(d *day) { delete(d.Sessions, id) }); err != nil {
+	if _, err := updateDay(ctx, tx, req, s.Start.Format(time.DateOnly), func(d *day) error {
+		delete(d.Sessions, id)
+		return nil
+	}); err != nil {
 		return nil, Deleted{}, err
 	}
 	return nil, answer, nil
@@ -693,7 +778,7 @@ type LogArgs struct {
 	LogID     string `json:"log_id" jsonschema:"the id of what is logged; logging it again replaces it"`
 	StartedAt string `json:"started_at" jsonschema:"when the focus time started (RFC 3339); its date is the day it counts for"`
 	Minutes   int    `json:"minutes" jsonschema:"minutes of focus, 1 to 1440"`
-	Note      string `json:"note,omitempty" jsonschema:"what it was"`
+	Note      string `json:"note,omitempty" jsonschema:"what it was, up to 500 characters"`
 }
 
 // Logged is log_session's answer.
@@ -706,6 +791,9 @@ type Logged struct {
 // log whose time overlaps another log_id's is refused: one stretch of time
 // is logged once, so a model's retry under a new log_id counts nothing.
 func (f *focus) logSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in LogArgs) (*mcp.CallToolResult, Logged, error) {
+	if err := checkText("note", in.Note, maxText); err != nil {
+		return nil, Logged{}, err
+	}
 	if err := checkID("log_id", in.LogID); err != nil {
 		return nil, Logged{}, err
 	}
@@ -742,18 +830,25 @@ func (f *focus) logSession(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	}
 	if ver != 0 && old.Date != lt.Date {
 		// The entry moved to another day: it leaves the old one.
-		if _, err := updateDay(ctx, tx, req, old.Date, func(d *day) { delete(d.Logs, in.LogID) }); err != nil {
+		if _, err := updateDay(ctx, tx, req, old.Date, func(d *day) error {
+			delete(d.Logs, in.LogID)
+			return nil
+		}); err != nil {
 			return nil, Logged{}, err
 		}
 	}
 	if err := tx.Put(ctx, k, lt); err != nil {
 		return nil, Logged{}, err
 	}
-	d, err := updateDay(ctx, tx, req, lt.Date, func(d *day) {
-		if d.Logs == nil {
-			d.Logs = map[string]LoggedTime{}
+	d, err := updateDay(ctx, tx, req, lt.Date, func(d *day) error {
+		if _, known := d.Logs[in.LogID]; !known && len(d.Logs) >= maxDayLogs {
+			return refuse("%d logs are kept for this date, the most a day keeps: to change one, send its log_id", maxDayLogs)
 		}
-		d.Logs[in.LogID] = lt
+		if d.Logs == nil {
+			d.Logs = map[string]dayLog{}
+		}
+		d.Logs[in.LogID] = dayLog{StartedAt: lt.StartedAt, Minutes: lt.Minutes}
+		return nil
 	})
 	if err != nil {
 		return nil, Logged{}, err
@@ -792,7 +887,10 @@ func (f *focus) addSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if in.Steps < 1 || in.Steps > maxAddSteps {
 		return nil, StepsAdded{}, refuse("steps must be 1 to %d", maxAddSteps)
 	}
-	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) { d.Steps += in.Steps })
+	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) error {
+		d.Steps += in.Steps
+		return nil
+	})
 	if err != nil {
 		return nil, StepsAdded{}, err
 	}
@@ -826,11 +924,15 @@ func (f *focus) setSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if in.Steps < 0 || in.Steps > maxDeviceSteps {
 		return nil, StepsSet{}, refuse("steps must be 0 to %d", maxDeviceSteps)
 	}
-	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) {
+	d, err := updateDay(ctx, tx, req, in.Date, func(d *day) error {
+		if _, known := d.DeviceSteps[in.Device]; !known && len(d.DeviceSteps) >= maxDayDevices {
+			return refuse("%d devices have step counts for this date, the most a day keeps: send the count of one of them", maxDayDevices)
+		}
 		if d.DeviceSteps == nil {
 			d.DeviceSteps = map[string]int64{}
 		}
 		d.DeviceSteps[in.Device] = in.Steps
+		return nil
 	})
 	if err != nil {
 		return nil, StepsSet{}, err
@@ -842,12 +944,15 @@ func (f *focus) setSteps(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 type BeatArgs struct {
 	SessionID string `json:"session_id" jsonschema:"the session, from start_focus or get_now"`
 	At        string `json:"at" jsonschema:"when the heartbeat was taken (RFC 3339)"`
-	Note      string `json:"note" jsonschema:"what is going on"`
+	Note      string `json:"note" jsonschema:"what is going on, up to 500 characters"`
 }
 
 // heartbeat creates the heartbeat at (session_id, at) if it is absent; a
 // repeat answers the stored one and counts nothing.
 func (f *focus) heartbeat(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in BeatArgs) (*mcp.CallToolResult, Beat, error) {
+	if err := checkText("note", in.Note, maxText); err != nil {
+		return nil, Beat{}, err
+	}
 	if err := checkID("session_id", in.SessionID); err != nil {
 		return nil, Beat{}, err
 	}
@@ -975,7 +1080,16 @@ func (f *focus) listSessions(ctx context.Context, tx idem.Tx, req *mcp.CallToolR
 			Stops: len(s.Stops), Heartbeats: s.Heartbeats})
 	}
 	for _, id := range slices.Sorted(maps.Keys(d.Logs)) {
-		out.Logs = append(out.Logs, d.Logs[id])
+		// The note is in the log's own document, not in the day.
+		e := d.Logs[id]
+		l, ver, err := get[LoggedTime](ctx, tx, key(req, colLogs, id))
+		if err != nil {
+			return nil, Day{}, err
+		}
+		if ver == 0 {
+			l = LoggedTime{LogID: id, Date: in.Date, StartedAt: e.StartedAt, Minutes: e.Minutes}
+		}
+		out.Logs = append(out.Logs, l)
 	}
 	return nil, out, nil
 }

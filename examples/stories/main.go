@@ -92,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// MCP endpoint.
 		log.Info("social service started", "addr", strings.TrimPrefix(url, "http://"))
 	}
-	a := newApp(store, newPoster(*social), log)
+	a := newApp(store, newPoster(*social), log, f.TTL)
 
 	if f.Demo {
 		if err := runDemo(ctx, a, sv, stdout); err != nil {

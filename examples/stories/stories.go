@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -37,12 +38,16 @@ const (
 	checksCollection  = "checks"
 )
 
-// Limits keep every document far under DynamoDB's 400 KB item limit.
+// Limits keep every document under DynamoDB's 400 KB item limit, the
+// smallest of the stores', even for texts in the characters that take the
+// most room once stored ('<', '>' and '&', which encoding/json writes as
+// six bytes each): a story's reproducers, each with the longest note, take
+// at most about 350 KB (TestStoryDocumentsUnderTheLimit).
 const (
 	maxTitle       = 200
 	maxBody        = 20000
 	maxNote        = 280
-	maxReproducers = 500
+	maxReproducers = 200
 	maxChecks      = 500
 	maxRevisions   = 1000
 )
@@ -236,11 +241,12 @@ type app struct {
 	effects *sideeffect.Effects // the post markers, in store
 	social  *poster
 	log     *slog.Logger
+	ttl     time.Duration // how long an answer is kept and replayed (0: 24 hours)
 	runs    map[string]*atomic.Int64
 }
 
-func newApp(s idem.Store, social *poster, log *slog.Logger) *app {
-	a := &app{store: s, effects: sideeffect.New(s, nil), social: social, log: log, runs: map[string]*atomic.Int64{}}
+func newApp(s idem.Store, social *poster, log *slog.Logger, ttl time.Duration) *app {
+	a := &app{store: s, effects: sideeffect.New(s, nil), social: social, log: log, ttl: ttl, runs: map[string]*atomic.Int64{}}
 	for _, t := range []string{"publish_story", "report_reproduction", "edit_story", "report_check", "get_story"} {
 		a.runs[t] = new(atomic.Int64)
 	}
@@ -260,7 +266,7 @@ func (a *app) ran(tool string) int64 {
 func (a *app) server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-stories", Version: "v0.1.0"}, nil)
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(a.store, &idem.Options{Logger: a.log, Tracer: otelidem.NewTracer(nil)})
+	guard := idem.New(a.store, &idem.Options{TTL: a.ttl, Logger: a.log, Tracer: otelidem.NewTracer(nil)})
 	opts := func(keys ...string) []idem.Option {
 		return []idem.Option{idem.RecordKeys(keys...), idem.OpID()}
 	}

@@ -149,7 +149,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		api = v
 		return nil
 	})
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long a call's answer is kept and replayed to its repeats; an identical call within it gets the first answer")
 	lease := fs.Duration("lease", time.Minute, "how long a call may run: after it, a call whose process died without an answer is an unknown outcome, and reconcile may say it did not happen")
 	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -161,8 +160,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case apiErr != nil:
 		log.Error(apiErr.Error())
 		return 2
-	case *ttl <= 0 || *lease <= 0:
-		log.Error("-ttl and -lease must be above zero")
+	case *lease <= 0:
+		log.Error("-lease must be above zero")
 		return 2
 	case f.Demo && api != "":
 		log.Error("-demo runs its own fake tracker: no -api")
@@ -182,7 +181,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.Demo {
 		err = runDemo(ctx, s, *lease, stdout, log)
 	} else {
-		err = serve(ctx, stop, log, s, &f, config{API: api, Token: os.Getenv("TRACKER_TOKEN"), TTL: *ttl, Lease: *lease, Log: log})
+		err = serve(ctx, stop, log, s, &f, config{API: api, Token: os.Getenv("TRACKER_TOKEN"), TTL: f.TTL, Lease: *lease, Log: log})
 	}
 	if err != nil {
 		log.Error("stopped", "err", err)

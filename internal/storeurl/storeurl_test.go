@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/internal/storeurl"
 	"github.com/idemkit/sdk/internal/storeurl/storekind"
 	"github.com/idemkit/sdk/internal/storeurl/storeurltest"
@@ -67,5 +69,37 @@ func TestUsageListsEveryKind(t *testing.T) {
 		if !storekind.Linked(name) {
 			t.Errorf("%s is not linked", name)
 		}
+	}
+}
+
+// Options.SweepEvery paces the background sweep of every kind that has
+// one: a document that expires after the sweep's first round is deleted
+// within a second of expiring under a pace of 100 ms. The default pace
+// makes its rounds about 1 s, 3 s and 7 s after opening.
+func TestSweepEvery(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s, done, err := storeurl.OpenWith(ctx, storeurltest.Fresh(t, name), storeurl.Options{SweepEvery: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done()
+			sw, ok := s.(backend.Sweeper)
+			if !ok {
+				t.Fatalf("%T does not sweep", s)
+			}
+			expires := time.Now().Add(1200 * time.Millisecond)
+			if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+				return tx.Put(ctx, idem.Key{Collection: "answers", ID: "a"}, map[string]int{"n": 1}, backend.WithExpiry(expires))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(expires.Add(time.Second)))
+			if n, err := sw.Sweep(ctx, 10); err != nil || n != 0 {
+				t.Fatalf("a second after expiring, a sweep deleted %d document(s) (%v): want 0, the background sweep's work", n, err)
+			}
+		})
 	}
 }

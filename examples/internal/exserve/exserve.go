@@ -47,10 +47,10 @@ func User(ctx context.Context) string {
 }
 
 // require answers 401 to a request without a bearer token of u, with the
-// WWW-Authenticate challenge RFC 6750 asks for, and hands the others to
-// next with their user in the context, where the go-sdk reads it (and
-// [User]).
-func (u Users) require(next http.Handler) http.Handler {
+// WWW-Authenticate challenge RFC 6750 asks for, telling rf, and hands the
+// others to next with their user in the context, where the go-sdk reads it
+// (and [User]).
+func (u Users) require(next http.Handler, rf *refusals) http.Handler {
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		id, ok := u[token]
 		if !ok {
@@ -66,8 +66,10 @@ func (u Users) require(next http.Handler) http.Handler {
 		switch {
 		case len(fields) != 2 || !strings.EqualFold(fields[0], "bearer"):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
+			rf.refuse(r.Context(), "", http.StatusUnauthorized, reasonUnauthorized)
 		case u[fields[1]] == "":
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp", error="invalid_token"`)
+			rf.refuse(r.Context(), "", http.StatusUnauthorized, reasonUnauthorized)
 		}
 		checked.ServeHTTP(w, r)
 	})
@@ -183,7 +185,8 @@ func RunServer(ctx context.Context, stop func(), log *slog.Logger, s Server, f *
 	defer ln.Close()
 	l := f.Limits
 	log.Info("MCP over streamable HTTP", "url", EndpointURL(ln.Addr()), "users", len(f.Users),
-		"max_body", l.MaxBody, "max_batch", l.MaxBatch, "max_calls", l.MaxCallsPerUser,
+		"max_body", l.MaxBody, "max_batch", l.MaxBatch, "max_calls", l.MaxCallsPerUser, "max_calls_total", l.MaxCallsTotal,
 		"read_timeout", l.ReadTimeout, "write_timeout", l.WriteTimeout, "idle_timeout", l.IdleTimeout)
-	return l.Serve(ctx, stop, log, l.Endpoint(s.HTTP, f.Users), ln)
+	h, _ := l.endpoint(s.HTTP, f.Users, newRefusals(log, nil, RefusalLogInterval))
+	return l.Serve(ctx, stop, log, h, ln)
 }

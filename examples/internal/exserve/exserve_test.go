@@ -42,7 +42,7 @@ func TestHandlerNeedsAToken(t *testing.T) {
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,6 +84,8 @@ func TestFlagsRefuse(t *testing.T) {
 		{"-http", ":1", "-user", "sekrit"},
 		{"-http", ":1", "-user", "sekrit="},
 		{"-http", ":1", "-max-batch", "17", "-max-calls", "16"},
+		{"-http", ":1", "-max-batch", "9", "-max-calls-total", "8"},
+		{"-http", ":1", "-max-calls-total", "-1"},
 		{"-http", ":1", "-max-body", "-1"},
 		{"-http", ":1", "-idle-timeout", "-1s"},
 		{"-http", ":1", "sekrit"},
@@ -103,9 +105,9 @@ func TestFlagsLimits(t *testing.T) {
 	if err != nil || f.Limits != DefaultLimits() {
 		t.Fatalf("no limit flags: %+v %v, want %+v", f.Limits, err, DefaultLimits())
 	}
-	f, _, err = parse("-http", ":1", "-max-body", "100", "-max-batch", "0", "-max-calls", "4",
+	f, _, err = parse("-http", ":1", "-max-body", "100", "-max-batch", "0", "-max-calls", "4", "-max-calls-total", "6",
 		"-read-timeout", "1s", "-write-timeout", "2s", "-idle-timeout", "0")
-	want := Limits{MaxBody: 100, MaxCallsPerUser: 4, ReadTimeout: time.Second, WriteTimeout: 2 * time.Second}
+	want := Limits{MaxBody: 100, MaxCallsPerUser: 4, MaxCallsTotal: 6, ReadTimeout: time.Second, WriteTimeout: 2 * time.Second}
 	if err != nil || f.Limits != want {
 		t.Fatalf("limit flags: %+v %v, want %+v", f.Limits, err, want)
 	}
@@ -117,7 +119,7 @@ func TestFlagsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"Usage: ex [flags]", "Examples:\n  ex -http 127.0.0.1:8080 -user TOKEN=alice\n", "-store", "-http", "-stdio", "-user", "-demo", "-max-body", "-max-batch", "-max-calls", "-read-timeout", "-write-timeout", "-idle-timeout", "docs/production.md"} {
+	for _, want := range []string{"Usage: ex [flags]", "Examples:\n  ex -http 127.0.0.1:8080 -user TOKEN=alice\n", "-store", "-http", "-stdio", "-user", "-demo", "-max-body", "-max-batch", "-max-calls", "-max-calls-total", "-read-timeout", "-write-timeout", "-idle-timeout", "docs/production.md"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-h lacks %q:\n%s", want, out)
 		}

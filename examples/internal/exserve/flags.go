@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/internal/storeurl/storekind"
@@ -28,6 +29,11 @@ type Flags struct {
 
 	NoSweep   bool // no background sweep of expired op records
 	Telemetry bool // print spans and metrics to the log
+
+	// Retention: how long an answer is kept, and how soon the store
+	// deletes it once expired.
+	TTL        time.Duration // the Guard's TTL (idem.Options.TTL): an answer is kept and replayed this long
+	SweepEvery time.Duration // the longest wait between two rounds of the store's background sweep
 
 	defaultStore string
 	storeGiven   bool
@@ -69,11 +75,37 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 	l := &f.Limits
 	fs.Int64Var(&l.MaxBody, "max-body", l.MaxBody, "with -http: the largest request body in bytes (0: the go-sdk's 4 MiB)")
 	fs.IntVar(&l.MaxBatch, "max-batch", l.MaxBatch, "with -http: the most JSON-RPC messages in one request (0: no limit)")
-	fs.IntVar(&l.MaxCallsPerUser, "max-calls", l.MaxCallsPerUser, "with -http: the most requests of one user handled at once (0: no limit)")
+	fs.IntVar(&l.MaxCallsPerUser, "max-calls", l.MaxCallsPerUser, "with -http: the most calls of one user handled at once, as many requests more waiting (0: no limit)")
+	fs.IntVar(&l.MaxCallsTotal, "max-calls-total", l.MaxCallsTotal, "with -http: the most calls of all users handled at once; a freed slot goes to the user who has waited longest (0: no limit)")
 	fs.DurationVar(&l.ReadTimeout, "read-timeout", l.ReadTimeout, "with -http: the wait for a request's headers, and then for its body (0: none)")
 	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "with -http: the longest a request may take, from its headers to the end of its answer (0: none)")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "with -http: close a kept-alive connection idle this long (0: never)")
+	f.retentionFlags(fs)
 	return fs
+}
+
+// The defaults of -ttl and -sweep-every: the Guard's TTL, and the stores'
+// longest wait between two rounds of their background sweep.
+const (
+	defaultTTL        = 24 * time.Hour
+	defaultSweepEvery = time.Minute
+)
+
+// retentionFlags registers -ttl and -sweep-every.
+func (f *Flags) retentionFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&f.TTL, "ttl", defaultTTL, "how long a call's answer is kept and replayed to its repeats; a repeat after it runs again, and an identical call within it gets the first answer")
+	fs.DurationVar(&f.SweepEvery, "sweep-every", defaultSweepEvery, "the longest wait between two rounds of the background sweep that deletes expired answers (memory, SQLite, PostgreSQL; sooner while it finds many)")
+}
+
+// checkRetention refuses a -ttl or -sweep-every that is not positive.
+func (f *Flags) checkRetention() error {
+	switch {
+	case f.TTL <= 0:
+		return errors.New("-ttl must be above zero: how long an answer is kept, such as 24h or 30m")
+	case f.SweepEvery <= 0:
+		return errors.New("-sweep-every must be above zero: the longest wait between two rounds of the sweep, such as 1m (-no-sweep turns the sweep off)")
+	}
+	return nil
 }
 
 // Parse parses args and refuses combinations that cannot work, and a store
@@ -100,6 +132,9 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 		return errors.New("-user needs -http: stdio has no bearer tokens")
 	}
 	if err := checkLinked(fs.Name(), f.Store); err != nil {
+		return err
+	}
+	if err := f.checkRetention(); err != nil {
 		return err
 	}
 	return f.Limits.check()
@@ -135,18 +170,18 @@ func (u Users) Set(v string) error {
 	return nil
 }
 
-// OpenStore opens the store of -store (without its background sweep under
-// -no-sweep), or, for -demo without -store, a fresh SQLite file named after
-// the server in a temporary folder, so that what a demo prints does not
-// depend on an earlier run; and, under -telemetry, makes the process's
-// spans and metrics print through log. The returned func releases all of
-// it.
+// OpenStore opens the store of -store, its background sweep paced by
+// -sweep-every (none under -no-sweep), or, for -demo without -store, a
+// fresh SQLite file named after the server in a temporary folder, so that
+// what a demo prints does not depend on an earlier run; and, under
+// -telemetry, makes the process's spans and metrics print through log. The
+// returned func releases all of it.
 func (f *Flags) OpenStore(ctx context.Context, log *slog.Logger, name string) (idem.Store, func(), error) {
 	removeDemo, err := f.demoStore(name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the demo's store: %w", err)
 	}
-	s, closeStore, err := storekind.Open(ctx, f.Store, storekind.Options{NoSweep: f.NoSweep})
+	s, closeStore, err := storekind.Open(ctx, f.Store, storekind.Options{NoSweep: f.NoSweep, SweepEvery: f.SweepEvery})
 	if err != nil {
 		removeDemo()
 		return nil, nil, err

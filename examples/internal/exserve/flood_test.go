@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/store/sqlite"
@@ -107,6 +109,10 @@ func batch(n int, prefix string) string {
 	return "[" + strings.Join(calls, ",") + "]"
 }
 
+// testClient is the tests' HTTP client: a request left unanswered fails
+// its test instead of holding it.
+var testClient = &http.Client{Timeout: 30 * time.Second}
+
 // post sends body to url as token's user the way a streamable HTTP client
 // does; version is the MCP-Protocol-Version header ("" sends none). It
 // returns the status and the whole answer.
@@ -142,11 +148,24 @@ func startServer(t testing.TB, srv *mcp.Server, lim Limits) string {
 // startServerGate is startServer, returning the gate of the users' calls
 // too.
 func startServerGate(t testing.TB, srv *mcp.Server, lim Limits) (string, *gate) {
+	return startServerWith(t, srv, lim, testRefusals(discardLog(), noop.NewMeterProvider()))
+}
+
+// testRefusals are the refusals of a test server: logged on log, counted
+// on mp, answered at once.
+func testRefusals(log *slog.Logger, mp metric.MeterProvider) *refusals {
+	rf := newRefusals(log, mp, RefusalLogInterval)
+	rf.pause = 0
+	return rf
+}
+
+// startServerWith is startServerGate, refusing through rf.
+func startServerWith(t testing.TB, srv *mcp.Server, lim Limits, rf *refusals) (string, *gate) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, g := lim.handler(srv, Users{"tok-a": "a", "tok-b": "b"})
+	h, g := lim.endpoint(goSDKHandler(srv), Users{"tok-a": "a", "tok-b": "b"}, rf)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- lim.Serve(ctx, func() {}, discardLog(), h, ln) }()
@@ -154,75 +173,142 @@ func startServerGate(t testing.TB, srv *mcp.Server, lim Limits) (string, *gate) 
 	return EndpointURL(ln.Addr()), g
 }
 
-// BenchmarkFlood times user b's reads, one at a time, while user a floods
-// the server: with batches of 2,000 writes sent without an
-// MCP-Protocol-Version header (which the go-sdk then accepts as a batch),
-// or with 64 clients sending single writes as fast as they are answered.
-// Each runs with the limits off (the server as it was) and with
-// DefaultLimits. It reports b's p50, p99 and slowest read in ms, and the
-// writes a got committed per second. Keep it short:
+// A flood is what user a sends, from many clients at once, while user b
+// calls: workers loops, each sending body(worker, i) as its i-th request.
+type flood struct {
+	name    string
+	workers int
+	version string // the MCP-Protocol-Version header; "" lets a batch through
+	body    func(w, i int) string
+}
+
+// floods are the ones BenchmarkFlood plays. Batches of 8 are the most
+// -max-batch allows; the bodies of 0.99 MB and the 1 MB arguments are just
+// under -max-body, the 2 MB bodies above it.
+func floods() []flood {
+	arg := func(n int) string { return strings.Repeat("x", n) }
+	mb := arg(1_000_000)
+	bigBatch := func(prefix string) string {
+		calls := make([]string, 8)
+		for i := range calls {
+			calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"put","arguments":{"id":"%s-%d","text":%q}}}`,
+				i+1, prefix, i, arg(990_000/8-120))
+		}
+		return "[" + strings.Join(calls, ",") + "]"
+	}
+	return []flood{
+		{"batches-of-8", 16, "", func(w, i int) string { return batch(8, fmt.Sprintf("a-%d-%d", w, i)) }},
+		{"parallel-64", 64, "2025-06-18", func(w, i int) string { return call(1, "put", fmt.Sprintf("a-%d-%d", w, i)) }},
+		{"batches-0.99MB", 16, "", func(w, i int) string { return bigBatch(fmt.Sprintf("a-%d-%d", w, i)) }},
+		{"bodies-2MB", 16, "2025-06-18", func(w, i int) string {
+			return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"id":"a-%d-%d","text":"%s%s"}}}`, w, i, mb, mb)
+		}},
+		{"args-1MB", 16, "2025-06-18", func(w, i int) string {
+			return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"id":"a-%d-%d","text":"%s"}}}`, w, i, mb)
+		}},
+	}
+}
+
+// BenchmarkFlood times user b's calls, one at a time, a read (get) and a
+// write (put) in turn, first alone and then while user a floods the
+// server (see floods), on SQLite: with the limits off, with the per-user
+// limits alone and refusals answered at once ("per-user"), and with
+// DefaultLimits and RefusalPause. It reports b's p50 and p99 under the
+// flood as multiples of his p50 and p99 alone, for each tool, his p99
+// alone in ms, and the calls of a's that ran each second. b.N is the
+// number of b's calls of each tool, alone and under the flood:
 //
-//	go test -run '^$' -bench Flood -benchtime 60x ./examples/internal/exserve
+//	go test -run '^$' -bench Flood -benchtime 200x ./examples/internal/exserve
 func BenchmarkFlood(b *testing.B) {
-	for _, flood := range []string{"batch", "concurrent"} {
-		for _, lim := range []struct {
-			name string
-			lim  Limits
-		}{{"off", Limits{}}, {"default", DefaultLimits()}} {
-			b.Run(flood+"/limits="+lim.name, func(b *testing.B) {
-				srv, runs := testServer(b)
-				url := startServer(b, srv, lim.lim)
-				c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
-				if code, _, err := post(c, url, "tok-b", "2025-06-18", call(1, "put", "b-note")); err != nil || code != http.StatusOK {
-					b.Fatalf("b's first write: %d %v", code, err)
-				}
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				workers, body := 64, func(w, i int) string { return call(1, "put", fmt.Sprintf("a-%d-%d", w, i)) }
-				version := "2025-06-18"
-				if flood == "batch" {
-					workers, version = 2, ""
-					body = func(w, i int) string { return batch(2000, fmt.Sprintf("a-%d-%d", w, i)) }
-				}
-				for w := range workers {
-					wg.Go(func() {
-						for i := 0; ; i++ {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							if _, _, err := post(c, url, "tok-a", version, body(w, i)); err != nil {
-								return
-							}
-						}
-					})
-				}
-				time.Sleep(200 * time.Millisecond) // the flood is under way
-				before := runs.Load()
-				lat := make([]time.Duration, 0, b.N)
-				b.ResetTimer()
-				start := time.Now()
-				for range b.N {
-					t0 := time.Now()
-					code, ans, err := post(c, url, "tok-b", "2025-06-18", call(2, "get", "b-note"))
-					if err != nil || code != http.StatusOK || !bytes.Contains(ans, []byte(`"b-note"`)) {
-						b.Fatalf("b's read: %d %v %.200s", code, err, ans)
-					}
-					lat = append(lat, time.Since(t0))
-				}
-				elapsed := time.Since(start)
-				b.StopTimer()
-				writes := runs.Load() - before
-				close(stop)
-				wg.Wait()
-				slices.Sort(lat)
-				ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
-				b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-				b.ReportMetric(float64(writes)/elapsed.Seconds(), "a-writes/s")
+	perUser := DefaultLimits()
+	perUser.MaxCallsTotal = 0
+	for _, fl := range floods() {
+		for _, c := range []struct {
+			name  string
+			lim   Limits
+			pause time.Duration
+		}{{"off", Limits{}, 0}, {"per-user", perUser, 0}, {"default", DefaultLimits(), RefusalPause}} {
+			b.Run(fl.name+"/limits="+c.name, func(b *testing.B) {
+				rf := testRefusals(discardLog(), noop.NewMeterProvider())
+				rf.pause = c.pause
+				benchFlood(b, fl, c.lim, rf)
 			})
 		}
 	}
+}
+
+// benchFlood plays fl against b's calls on a server with lim, refusing
+// through rf.
+func benchFlood(b *testing.B, fl flood, lim Limits, rf *refusals) {
+	srv, runs := testServer(b)
+	url, _ := startServerWith(b, srv, lim, rf)
+	// b's own connection, as another client's would be.
+	bc := &http.Client{Transport: &http.Transport{}}
+	ac := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	if code, _, err := post(bc, url, "tok-b", "2025-06-18", call(1, "put", "b-note")); err != nil || code != http.StatusOK {
+		b.Fatalf("b's first write: %d %v", code, err)
+	}
+	writes := 0
+	measure := func() (reads, puts []time.Duration) {
+		for range b.N {
+			for _, tool := range []string{"get", "put"} {
+				id := "b-note"
+				if tool == "put" {
+					writes++
+					id = fmt.Sprint("b-", writes)
+				}
+				t0 := time.Now()
+				code, ans, err := post(bc, url, "tok-b", "2025-06-18", call(2, tool, id))
+				d := time.Since(t0)
+				if err != nil || code != http.StatusOK || !bytes.Contains(ans, []byte(`"`+id+`"`)) {
+					b.Fatalf("b's %s: %d %v %.200s", tool, code, err, ans)
+				}
+				if tool == "get" {
+					reads = append(reads, d)
+				} else {
+					puts = append(puts, d)
+				}
+			}
+		}
+		return reads, puts
+	}
+	measure() // warm up
+	restReads, restPuts := measure()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range fl.workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				post(ac, url, "tok-a", fl.version, fl.body(w, i))
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the flood is under way
+	before := runs.Load()
+	b.ResetTimer()
+	start := time.Now()
+	reads, puts := measure()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	ran := runs.Load() - before - int64(b.N)
+	close(stop)
+	wg.Wait()
+
+	pct := func(lat []time.Duration, p int) float64 {
+		slices.Sort(lat)
+		return float64(lat[(len(lat)-1)*p/100])
+	}
+	b.ReportMetric(pct(reads, 50)/pct(restReads, 50), "read-p50-x")
+	b.ReportMetric(pct(reads, 99)/pct(restReads, 99), "read-p99-x")
+	b.ReportMetric(pct(puts, 50)/pct(restPuts, 50), "write-p50-x")
+	b.ReportMetric(pct(puts, 99)/pct(restPuts, 99), "write-p99-x")
+	b.ReportMetric(pct(restReads, 99)/float64(time.Millisecond), "rest-read-p99-ms")
+	b.ReportMetric(pct(restPuts, 99)/float64(time.Millisecond), "rest-write-p99-ms")
+	b.ReportMetric(float64(ran)/elapsed.Seconds(), "a-calls/s")
 }

@@ -2,25 +2,23 @@ package exserve
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Limits bound what one request, one connection and one user can take of a
-// server over HTTP, so that one user's flood does not stall another's
-// calls. A zero field turns its limit off (MaxBody then falls back to the
-// go-sdk's own limit of 4 MiB). docs/production.md says why each default is
-// what it is.
+// Limits bound what one request, one connection, one user and all users
+// can take of a server over HTTP, so that one user's flood does not stall
+// another's calls. A zero field turns its limit off (MaxBody then falls
+// back to the go-sdk's own limit of 4 MiB). docs/production.md says why
+// each default is what it is.
 type Limits struct {
 	// MaxBody is the largest request body, in bytes; a larger one is
 	// answered 413 and nothing in it runs.
@@ -32,10 +30,16 @@ type Limits struct {
 	MaxBatch int
 	// MaxCallsPerUser is the most JSON-RPC messages of one user (bearer
 	// token; all callers are one user without -user) being handled at
-	// once, a batch counting its length. As many requests more wait for a
+	// once, a batch counting its length and a large body one call for each
+	// 64 KiB (a body of 1 MiB counts 16). As many requests more wait for a
 	// slot; beyond that a request is answered 429 with Retry-After and
 	// does not run.
 	MaxCallsPerUser int
+	// MaxCallsTotal is the most JSON-RPC messages of all users being
+	// handled at once. When a slot frees, the next turn goes to the
+	// waiting user whose last turn is the oldest, so that one user's queue
+	// never sits in front of another user's call.
+	MaxCallsTotal int
 	// ReadTimeout bounds the wait for a request's headers and body: a
 	// client trickling them is answered 408 (or cut off). It does not cover
 	// the call itself: net/http lifts the deadline once the body is read.
@@ -56,6 +60,7 @@ func DefaultLimits() Limits {
 		MaxBody:         1 << 20,
 		MaxBatch:        8,
 		MaxCallsPerUser: 16,
+		MaxCallsTotal:   32,
 		ReadTimeout:     30 * time.Second,
 		WriteTimeout:    2 * time.Minute,
 		IdleTimeout:     time.Minute,
@@ -65,10 +70,12 @@ func DefaultLimits() Limits {
 // check refuses limits that cannot work.
 func (l Limits) check() error {
 	switch {
-	case l.MaxBody < 0, l.MaxBatch < 0, l.MaxCallsPerUser < 0, l.ReadTimeout < 0, l.WriteTimeout < 0, l.IdleTimeout < 0:
+	case l.MaxBody < 0, l.MaxBatch < 0, l.MaxCallsPerUser < 0, l.MaxCallsTotal < 0, l.ReadTimeout < 0, l.WriteTimeout < 0, l.IdleTimeout < 0:
 		return errors.New("a limit cannot be negative (0 turns it off)")
 	case l.MaxBatch > 0 && l.MaxCallsPerUser > 0 && l.MaxBatch > l.MaxCallsPerUser:
 		return errors.New("-max-batch above -max-calls: such a batch could never run")
+	case l.MaxBatch > 0 && l.MaxCallsTotal > 0 && l.MaxBatch > l.MaxCallsTotal:
+		return errors.New("-max-batch above -max-calls-total: such a batch could never run")
 	}
 	return nil
 }
@@ -83,15 +90,11 @@ func Handler(srv *mcp.Server, users Users) http.Handler {
 // (every client we test works with its defaults, and the tools keep
 // nothing in a session), behind a bearer-token check when users are given
 // (a call's scope is then its user), with l's limits on bodies, batches
-// and each user's calls.
+// and calls. Refusals are logged on slog's default logger and counted on
+// the global meter provider; see [Limits.Endpoint].
 func (l Limits) Handler(srv *mcp.Server, users Users) http.Handler {
-	h, _ := l.handler(srv, users)
+	h, _ := l.endpoint(goSDKHandler(srv), users, newRefusals(slog.Default(), nil, RefusalLogInterval))
 	return h
-}
-
-// handler is Handler, with the gate that counts each user's calls.
-func (l Limits) handler(srv *mcp.Server, users Users) (http.Handler, *gate) {
-	return l.endpoint(goSDKHandler(srv), users)
 }
 
 // goSDKHandler is the go-sdk's stateless streamable HTTP handler of srv.
@@ -104,18 +107,26 @@ func goSDKHandler(srv *mcp.Server) http.Handler {
 // Endpoint returns mcpHandler, the streamable HTTP handler of a server of
 // any MCP library, at Path, behind a bearer-token check when users are
 // given (the handler finds the caller's user with [User]), with l's limits
-// on bodies, batches and each user's calls.
+// on bodies, batches and calls. A message whose method, or a name in its
+// params, is longer than 128 bytes is refused, and the errors the server
+// answers are cut so that they cannot carry the request's bytes. Each
+// refusal is answered after [RefusalPause], counted on the counter
+// idemkit.http.refusals of the global meter provider, by
+// http.response.status_code and idemkit.reason, and logged on slog's
+// default logger at most once every [RefusalLogInterval] for each reason
+// and user ([RunServer] logs on its own logger).
 func (l Limits) Endpoint(mcpHandler http.Handler, users Users) http.Handler {
-	h, _ := l.endpoint(mcpHandler, users)
+	h, _ := l.endpoint(mcpHandler, users, newRefusals(slog.Default(), nil, RefusalLogInterval))
 	return h
 }
 
-// endpoint is Endpoint, with the gate that counts each user's calls.
-func (l Limits) endpoint(h http.Handler, users Users) (http.Handler, *gate) {
-	g := &gate{max: l.MaxCallsPerUser, users: map[string]*slots{}}
-	h = l.bodies(g, h)
+// endpoint is Endpoint, refusing through rf, with the gate that counts the
+// calls.
+func (l Limits) endpoint(h http.Handler, users Users, rf *refusals) (http.Handler, *gate) {
+	g := newGate(l.MaxCallsPerUser, l.MaxCallsTotal)
+	h = l.bodies(g, rf, h)
 	if len(users) > 0 {
-		h = users.require(h)
+		h = users.require(h, rf)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, h)
@@ -126,14 +137,21 @@ func (l Limits) endpoint(h http.Handler, users Users) (http.Handler, *gate) {
 }
 
 // bodies reads a POST's body before next sees it: at most MaxBody bytes
-// (or the go-sdk's default) and at most MaxBatch messages, and passes it
-// on once g has a slot for each message. The server's ReadTimeout bounds
-// the read.
-func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
+// (or the go-sdk's default) and at most MaxBatch messages, none with a
+// method or a name in its params longer than maxNameLen, and passes it on
+// once g has a slot for each message, with the errors of next's answer
+// elided. The server's ReadTimeout bounds the read. Each refusal goes to
+// rf.
+func (l Limits) bodies(g *gate, rf *refusals, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
+		}
+		user := User(r.Context())
+		refuse := func(status int, reason, text string) {
+			rf.refuse(r.Context(), user, status, reason)
+			http.Error(w, text, status)
 		}
 		maxBody := l.MaxBody
 		if maxBody == 0 {
@@ -144,150 +162,82 @@ func (l Limits) bodies(g *gate, next http.Handler) http.Handler {
 		var ne net.Error
 		switch {
 		case errors.As(err, &tooLarge):
-			http.Error(w, fmt.Sprintf("413 request body larger than %d bytes (the server's -max-body)", maxBody), http.StatusRequestEntityTooLarge)
+			refuse(http.StatusRequestEntityTooLarge, reasonBodyTooLarge, fmt.Sprintf("413 request body larger than %d bytes (the server's -max-body)", maxBody))
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 			w.Header().Set("Connection", "close")
-			http.Error(w, fmt.Sprintf("408 request body not received within %v (the server's -read-timeout)", l.ReadTimeout), http.StatusRequestTimeout)
+			refuse(http.StatusRequestTimeout, reasonTimeout, fmt.Sprintf("408 request body not received within %v (the server's -read-timeout)", l.ReadTimeout))
 			return
 		case err != nil:
-			http.Error(w, "400 request body could not be read", http.StatusBadRequest)
+			refuse(http.StatusBadRequest, reasonBodyUnread, "400 request body could not be read")
 			return
 		}
-		n, method := messages(b)
-		if l.MaxBatch > 0 && n > l.MaxBatch {
-			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d in one request (the server's -max-batch); send them one per request", n, l.MaxBatch), http.StatusBadRequest)
+		in := inspect(b)
+		if l.MaxBatch > 0 && in.n > l.MaxBatch {
+			refuse(http.StatusBadRequest, reasonBatchTooLarge, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d in one request (the server's -max-batch); send them one per request", in.n, l.MaxBatch))
 			return
 		}
-		if l.MaxCallsPerUser > 0 && n > l.MaxCallsPerUser {
-			// Never admitted by the per-user gate, so 429 would be retried in vain.
-			http.Error(w, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d at once (the server's -max-calls); send fewer in one request", n, l.MaxCallsPerUser), http.StatusBadRequest)
+		// Never admitted by the gate, so 429 would be retried in vain.
+		if l.MaxCallsPerUser > 0 && in.n > l.MaxCallsPerUser {
+			refuse(http.StatusBadRequest, reasonBatchTooLarge, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d at once (the server's -max-calls); send fewer in one request", in.n, l.MaxCallsPerUser))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		if method == "subscriptions/listen" {
+		if l.MaxCallsTotal > 0 && in.n > l.MaxCallsTotal {
+			refuse(http.StatusBadRequest, reasonBatchTooLarge, fmt.Sprintf("400 JSON-RPC batch of %d messages: at most %d at once (the server's -max-calls-total); send fewer in one request", in.n, l.MaxCallsTotal))
+			return
+		}
+		switch in.refuse {
+		case reasonMethodTooLong:
+			rf.refuse(r.Context(), user, http.StatusBadRequest, in.refuse)
+			refuseMessage(w, in.id, -32601, fmt.Sprintf("method not found: a method name is longer than %d bytes", maxNameLen))
+			return
+		case reasonNameTooLong:
+			rf.refuse(r.Context(), user, http.StatusBadRequest, in.refuse)
+			refuseMessage(w, in.id, -32602, fmt.Sprintf("invalid params: a name is longer than %d bytes", maxNameLen))
+			return
+		}
+		q := &quoteless{w: w}
+		defer q.finish()
+		if in.method == "subscriptions/listen" {
 			// A subscriptions/listen stream (protocol 2026-07-28) stays
 			// open for as long as the client's session: it holds none of
-			// the user's call slots, and the write timeout, a bound on an
+			// the call slots, and the write timeout, a bound on an
 			// answer, does not cut it.
 			http.NewResponseController(w).SetWriteDeadline(time.Time{})
-			next.ServeHTTP(w, r)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			next.ServeHTTP(q, r)
 			return
 		}
-		user := User(r.Context())
-		if !g.acquire(r.Context(), user, n) {
+		slots := l.slots(in.n, len(b))
+		if !g.acquire(r.Context(), user, slots) {
+			if r.Context().Err() != nil {
+				return // the client has gone: no one to answer
+			}
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("429 too many calls of this user in progress: at most %d at once and as many waiting (the server's -max-calls); retry once one is answered", g.max), http.StatusTooManyRequests)
+			refuse(http.StatusTooManyRequests, reasonTooManyCalls, fmt.Sprintf("429 too many requests of this user: at most %d wait for a slot (the server's -max-calls); retry once one is answered", g.maxWaiting()))
 			return
 		}
-		defer g.release(user, n)
-		next.ServeHTTP(w, r)
+		defer g.release(user, slots)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(q, r)
 	})
 }
 
-// messages returns how many JSON-RPC messages body holds (the length of a
-// batch, or 1 for anything else: the go-sdk answers what it cannot parse)
-// and, for one message, its method. The body is decoded once.
-func messages(body []byte) (n int, method string) {
-	body = bytes.TrimLeft(body, " \t\r\n")
-	if len(body) > 0 && body[0] == '[' {
-		var batch []json.RawMessage
-		if json.Unmarshal(body, &batch) != nil {
-			return 1, ""
-		}
-		return len(batch), ""
-	}
-	var m struct {
-		Method string `json:"method"`
-	}
-	json.Unmarshal(body, &m) // a body that does not decode has no method
-	return 1, m.Method
-}
+// bodySlot is the size of body that counts as one call: a request takes a
+// slot for each of its messages, or for each bodySlot bytes of its body if
+// that is more, so that one user's megabyte arguments run one or two at a
+// time, not as many as small calls.
+const bodySlot = 64 << 10
 
-// gate lets each user have at most max messages being handled at once,
-// and as many more waiting for a slot; 0 lets everything through. A
-// refusal is an HTTP answer, before the go-sdk makes a session, so that a
-// flood of them costs little. A request whose client goes away releases
-// its slots when its handler returns: the go-sdk then cancels its calls.
-type gate struct {
-	max   int
-	mu    sync.Mutex
-	users map[string]*slots // guarded by mu; an entry lives while in use
-}
-
-// slots are one user's count; guarded by gate.mu.
-type slots struct {
-	running, waiting int
-	freed            chan struct{} // closed, and replaced, when slots are released
-}
-
-// acquire takes n slots of user's, waiting while others hold them; it
-// reports false, having taken none, when max more already wait (or ctx ends
-// first).
-func (g *gate) acquire(ctx context.Context, user string, n int) bool {
-	if g.max == 0 {
-		return true
+// slots returns how many slots a request of n messages and a body of size
+// bytes takes: never more than the limits hold.
+func (l Limits) slots(n, size int) int {
+	s := max(n, size/bodySlot)
+	if l.MaxCallsPerUser > 0 {
+		s = min(s, l.MaxCallsPerUser)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	u := g.users[user]
-	if u == nil {
-		u = &slots{freed: make(chan struct{})}
-		g.users[user] = u
+	if l.MaxCallsTotal > 0 {
+		s = min(s, l.MaxCallsTotal)
 	}
-	if u.running+n <= g.max {
-		u.running += n
-		return true
-	}
-	if u.waiting >= g.max || n > g.max {
-		if u.running == 0 && u.waiting == 0 {
-			delete(g.users, user)
-		}
-		return false
-	}
-	u.waiting++
-	defer func() {
-		if u.waiting--; u.running == 0 && u.waiting == 0 {
-			delete(g.users, user)
-		}
-	}()
-	for u.running+n > g.max {
-		freed := u.freed
-		g.mu.Unlock()
-		select {
-		case <-freed:
-			g.mu.Lock()
-		case <-ctx.Done():
-			g.mu.Lock()
-			return false
-		}
-	}
-	u.running += n
-	return true
-}
-
-// release gives back n slots of user's.
-func (g *gate) release(user string, n int) {
-	if g.max == 0 {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	u := g.users[user]
-	u.running -= n
-	close(u.freed)
-	u.freed = make(chan struct{})
-	if u.running == 0 && u.waiting == 0 {
-		delete(g.users, user)
-	}
-}
-
-// waiting returns how many of user's requests wait for a slot.
-func (g *gate) waiting(user string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if u := g.users[user]; u != nil {
-		return u.waiting
-	}
-	return 0
+	return s
 }

@@ -32,14 +32,14 @@ func TestBodyLimit(t *testing.T) {
 	srv, runs := testServer(t)
 	url := startServer(t, srv, testLimits())
 	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"id":"n1","text":%q}}}`, strings.Repeat("x", 8<<10))
-	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", big)
+	code, ans, err := post(testClient, url, "tok-a", "2025-06-18", big)
 	if err != nil || code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a body of %d bytes: %d %v %.200s, want 413", len(big), code, err, ans)
 	}
 	if bytes.Contains(ans, []byte("xxxx")) {
 		t.Errorf("the refusal repeats the body: %.200s", ans)
 	}
-	if code, _, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "put", "n1")); err != nil || code != http.StatusOK {
+	if code, _, err := post(testClient, url, "tok-a", "2025-06-18", call(1, "put", "n1")); err != nil || code != http.StatusOK {
 		t.Fatalf("a small body: %d %v", code, err)
 	}
 	if n := runs.Load(); n != 1 {
@@ -54,14 +54,14 @@ func TestBatchLimit(t *testing.T) {
 	srv, runs := testServer(t)
 	lim := testLimits()
 	url := startServer(t, srv, lim)
-	code, ans, err := post(http.DefaultClient, url, "tok-a", "", batch(lim.MaxBatch+1, "over"))
+	code, ans, err := post(testClient, url, "tok-a", "", batch(lim.MaxBatch+1, "over"))
 	if err != nil || code != http.StatusBadRequest || !bytes.Contains(ans, []byte("-max-batch")) {
 		t.Fatalf("a batch of %d: %d %v %.200s, want 400 naming -max-batch", lim.MaxBatch+1, code, err, ans)
 	}
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("put ran %d times for a refused batch", n)
 	}
-	code, ans, err = post(http.DefaultClient, url, "tok-a", "", batch(lim.MaxBatch, "ok"))
+	code, ans, err = post(testClient, url, "tok-a", "", batch(lim.MaxBatch, "ok"))
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("a batch of %d: %d %v %.200s", lim.MaxBatch, code, err, ans)
 	}
@@ -78,12 +78,32 @@ func TestBatchAboveCallsPerUser(t *testing.T) {
 	lim := testLimits()
 	lim.MaxBatch = 0
 	url := startServer(t, srv, lim)
-	code, ans, err := post(http.DefaultClient, url, "tok-a", "", batch(lim.MaxCallsPerUser+1, "over"))
+	code, ans, err := post(testClient, url, "tok-a", "", batch(lim.MaxCallsPerUser+1, "over"))
 	if err != nil || code != http.StatusBadRequest || !bytes.Contains(ans, []byte("-max-calls")) {
 		t.Fatalf("a batch of %d: %d %v %.200s, want 400 naming -max-calls", lim.MaxCallsPerUser+1, code, err, ans)
 	}
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("put ran %d times for a refused batch", n)
+	}
+}
+
+// A batch larger than MaxCallsTotal, which the gate could never admit, is
+// refused with 400 naming -max-calls-total, not left waiting.
+func TestBatchAboveCallsTotal(t *testing.T) {
+	srv, runs := testServer(t)
+	lim := testLimits()
+	lim.MaxBatch, lim.MaxCallsPerUser, lim.MaxCallsTotal = 0, 0, 3
+	url := startServer(t, srv, lim)
+	c := &http.Client{Timeout: 5 * time.Second}
+	code, ans, err := post(c, url, "tok-a", "", batch(lim.MaxCallsTotal+1, "over"))
+	if err != nil || code != http.StatusBadRequest || !bytes.Contains(ans, []byte("-max-calls-total")) {
+		t.Fatalf("a batch of %d: %d %v %.200s, want 400 naming -max-calls-total", lim.MaxCallsTotal+1, code, err, ans)
+	}
+	if code, _, err := post(c, url, "tok-a", "", batch(lim.MaxCallsTotal, "ok")); err != nil || code != http.StatusOK {
+		t.Fatalf("a batch of %d: %d %v", lim.MaxCallsTotal, code, err)
+	}
+	if n := runs.Load(); n != int64(lim.MaxCallsTotal) {
+		t.Fatalf("put ran %d times, want %d", n, lim.MaxCallsTotal)
 	}
 }
 
@@ -98,7 +118,7 @@ func TestCallsPerUser(t *testing.T) {
 	answers := make(chan string, 2*lim.MaxCallsPerUser)
 	send := func(tool, id string) {
 		wg.Go(func() {
-			code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, tool, id))
+			code, ans, err := post(testClient, url, "tok-a", "2025-06-18", call(1, tool, id))
 			answers <- fmt.Sprintf("%d %v %s", code, err, ans)
 		})
 	}
@@ -117,11 +137,13 @@ func TestCallsPerUser(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(2, "get", "n1"))
+	// A client that gives up: were the call left waiting, the test would too.
+	c := &http.Client{Timeout: 5 * time.Second}
+	code, ans, err := post(c, url, "tok-a", "2025-06-18", call(2, "get", "n1"))
 	if err != nil || code != http.StatusTooManyRequests || !bytes.Contains(ans, []byte("-max-calls")) {
 		t.Errorf("a's call beyond %d running and %d waiting: %d %v %.300s, want 429 naming -max-calls", lim.MaxCallsPerUser, lim.MaxCallsPerUser, code, err, ans)
 	}
-	code, ans, err = post(http.DefaultClient, url, "tok-b", "2025-06-18", call(2, "get", "n1"))
+	code, ans, err = post(c, url, "tok-b", "2025-06-18", call(2, "get", "n1"))
 	if err != nil || code != http.StatusOK || bytes.Contains(ans, []byte(`"error"`)) {
 		t.Errorf("b's call while a is at the limit: %d %v %.300s", code, err, ans)
 	}
@@ -145,6 +167,42 @@ func TestCallsPerUser(t *testing.T) {
 			t.Fatalf("%d users still counted after every call ended", n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A request counts a call for each 64 KiB of its body: with a call of
+// 200 KiB and a small one of a's held, a's -max-calls of 4 is reached and
+// her next call waits, while b's runs.
+func TestLargeBodyTakesMoreSlots(t *testing.T) {
+	srv, _, h := holdingServer(t)
+	lim := testLimits()
+	lim.MaxBody, lim.MaxCallsPerUser = 1<<20, 4
+	url, g := startServerGate(t, srv, lim)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(h.release)
+	large := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hold","arguments":{"id":"large","text":%q}}}`, strings.Repeat("x", 200<<10))
+	for _, body := range []string{large, call(1, "hold", "small")} {
+		wg.Go(func() { post(testClient, url, "tok-a", "2025-06-18", body) })
+	}
+	for i := 0; h.entered.Load() < 2; i++ {
+		if i == 1000 {
+			t.Fatalf("%d of a's held calls started after 10 s, want 2", h.entered.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := g.runningOf("a"); n != 4 {
+		t.Fatalf("a's calls hold %d slots, want 4 (3 for 200 KiB, 1 for the small one)", n)
+	}
+	wg.Go(func() { post(testClient, url, "tok-a", "2025-06-18", call(2, "get", "n1")) })
+	for i := 0; g.waiting("a") == 0; i++ {
+		if i == 1000 {
+			t.Fatal("a's third call did not wait within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, ans, err := post(testClient, url, "tok-b", "2025-06-18", call(2, "get", "n1")); err != nil || code != http.StatusOK {
+		t.Fatalf("b's call: %d %v %.200s", code, err, ans)
 	}
 }
 
@@ -197,7 +255,7 @@ func TestLongCallOutlivesReadTimeout(t *testing.T) {
 	lim.ReadTimeout = 200 * time.Millisecond
 	url := startServer(t, srv, lim)
 	h.releaseAfter(4 * lim.ReadTimeout)
-	code, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "hold", "long"))
+	code, ans, err := post(testClient, url, "tok-a", "2025-06-18", call(1, "hold", "long"))
 	if err != nil || code != http.StatusOK || !bytes.Contains(ans, []byte(`"long"`)) {
 		t.Fatalf("a call of 4 read timeouts: %d %v %.300s", code, err, ans)
 	}
@@ -211,7 +269,7 @@ func TestWriteTimeoutCutsAnswer(t *testing.T) {
 	lim.WriteTimeout = 300 * time.Millisecond
 	url := startServer(t, srv, lim)
 	h.releaseAfter(4 * lim.WriteTimeout)
-	_, ans, err := post(http.DefaultClient, url, "tok-a", "2025-06-18", call(1, "hold", "late"))
+	_, ans, err := post(testClient, url, "tok-a", "2025-06-18", call(1, "hold", "late"))
 	if err == nil && bytes.Contains(ans, []byte(`"late"`)) {
 		t.Fatalf("an answer 4 write timeouts late arrived: %.300s", ans)
 	}

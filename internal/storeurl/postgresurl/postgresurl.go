@@ -39,7 +39,7 @@ func open(ctx context.Context, spec string, o storekind.Options) (idem.Store, fu
 	if err != nil {
 		return nil, nil, fmt.Errorf("store postgres: %w", err)
 	}
-	s, err := postgres.New(pool, &postgres.Options{TablePrefix: prefix, NoSweep: o.NoSweep})
+	s, err := postgres.New(pool, &postgres.Options{TablePrefix: prefix, NoSweep: o.NoSweep, SweepEvery: o.SweepEvery})
 	if err == nil {
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err = s.Migrate(mctx)

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/store/memory"
@@ -28,6 +29,10 @@ type Options struct {
 	// stores that have one (memory, SQLite, PostgreSQL; docs/stores.md), for
 	// a deployment where one separate process sweeps.
 	NoSweep bool
+	// SweepEvery is the longest wait between two rounds of that sweep
+	// (the stores' Options.SweepEvery); 0 is the store's default, a
+	// minute.
+	SweepEvery time.Duration
 }
 
 // An Opener opens the store a value of its kind names and returns it with
@@ -104,7 +109,7 @@ func Open(ctx context.Context, spec string, o Options) (idem.Store, func(), erro
 }
 
 func openMemory(_ context.Context, _ string, o Options) (idem.Store, func(), error) {
-	s := memory.New(&memory.Options{NoSweep: o.NoSweep})
+	s := memory.New(&memory.Options{NoSweep: o.NoSweep, SweepEvery: o.SweepEvery})
 	return s, func() { s.Close() }, nil
 }
 
@@ -113,7 +118,7 @@ func openSQLite(_ context.Context, spec string, o Options) (idem.Store, func(), 
 	if path == "" {
 		return nil, nil, errors.New("store sqlite: want sqlite:PATH")
 	}
-	s, err := sqlite.Open(path, &sqlite.Options{NoSweep: o.NoSweep})
+	s, err := sqlite.Open(path, &sqlite.Options{NoSweep: o.NoSweep, SweepEvery: o.SweepEvery})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
 	}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idemtest"
+)
+
+// serveCommand starts the command over HTTP on a free port with args and
+// returns its endpoint; the process is killed when the test ends.
+func serveCommand(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(focusBinary(t), append([]string{"-http", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = t.TempDir()
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			if m := urlLog.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urls <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case url := <-urls:
+		return url
+	case <-time.After(30 * time.Second):
+		t.Fatal("no URL logged within 30 s")
+		return ""
+	}
+}
+
+// addAgain sends add_steps with one op id and returns the day's steps it
+// answered and whether the answer was a replay.
+func addAgain(t *testing.T, cs *mcp.ClientSession) (daySteps int64, replayed bool) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_steps",
+		Arguments: map[string]any{"date": "2026-03-02", "steps": 100, "op_id": "op-ttl"}})
+	if err != nil || res.IsError {
+		t.Fatalf("add_steps: %v %s", err, text(res))
+	}
+	var out StepsAdded
+	structured(t, res, &out)
+	replayed, _ = res.Meta[idem.MetaReplayed].(bool)
+	return out.DaySteps, replayed
+}
+
+// checkTTL sends a call with an op id three times: at once, again at once,
+// and again 1.2 s after the first answer. Under a TTL of a second the
+// second is answered from the stored answer, and the third runs again
+// since the answer is no longer kept.
+func checkTTL(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	first, _ := addAgain(t, cs)
+	answered := time.Now()
+	if again, replayed := addAgain(t, cs); !replayed || again != first {
+		t.Fatalf("the repeat within the TTL: replayed %v, day %d steps; want the first answer, %d", replayed, again, first)
+	}
+	time.Sleep(time.Until(answered.Add(1200 * time.Millisecond)))
+	if late, replayed := addAgain(t, cs); replayed || late != 2*first {
+		t.Fatalf("the repeat after the TTL: replayed %v, day %d steps; want a new run, %d", replayed, late, 2*first)
+	}
+}
+
+// TestTTLFlag: the server the flags -ttl 1s configure keeps an answer for
+// a second.
+func TestTTLFlag(t *testing.T) {
+	var f exserve.Flags
+	if err := f.Parse(flagSet(&f, io.Discard), []string{"-store", "memory:", "-ttl", "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	s, done, err := f.OpenStore(t.Context(), slog.New(slog.DiscardHandler), "focus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	cs, err := idemtest.Connect(t.Context(), NewServer(s, configOf(&f, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	checkTTL(t, cs)
+}
+
+// TestTTLFlagCommand runs the command over HTTP with -ttl 1s: its answers
+// are kept for a second.
+func TestTTLFlagCommand(t *testing.T) {
+	url := serveCommand(t, "-store", "memory:", "-ttl", "1s")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	checkTTL(t, cs)
+}
+
+// TestRetentionFlagsRefused: a -ttl or -sweep-every that is not positive
+// exits with status 2 before anything opens, naming the flag.
+func TestRetentionFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{{"-ttl", "0s"}, {"-ttl", "-5m"}, {"-sweep-every", "0"}, {"-sweep-every", "-1s"}} {
+		dir := t.TempDir()
+		cmd := exec.Command(focusBinary(t), append(args, "-store", "sqlite:f.db")...)
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 2 || !strings.Contains(stderr.String(), args[0]+" must be above zero") {
+			t.Errorf("%q: exit %d (%v), stderr %q; want 2 naming %s", args, code, err, stderr.String(), args[0])
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("%q: the refused command left %v", args, left)
+		}
+	}
+}
