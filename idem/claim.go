@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idem/internal/adapter"
+	"github.com/idemkit/sdk/internal/argsfp"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -151,7 +152,7 @@ func (g *Guard) newOutcall(ctx context.Context, gt *guardTool, c *adapter.Call) 
 	if o.scope, refused = cfg.opScope(ctx, c); refused != nil {
 		return nil, refused
 	}
-	fp, err := fingerprintArgs(args)
+	fp, err := argsfp.Of(args)
 	if err != nil {
 		return nil, newError(CodeInvalidArguments, "the arguments cannot be read")
 	}
@@ -195,7 +196,7 @@ func keysFingerprint(args json.RawMessage, keys []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fingerprintArgs(b)
+	return argsfp.Of(b)
 }
 
 // How a claim went.
@@ -553,13 +554,9 @@ func (g *Guard) report(ctx context.Context, tool string, o *outcall, ga adapter.
 	case ga.Refused:
 		outcome = OutcomeRefused
 	}
-	g.c.logger.LogAttrs(ctx, levelOf(outcome, Code(code)), "idem: call",
-		slog.String("tool", tool), slog.String("outcome", string(outcome)), slog.String("code", code), slog.Duration("duration", d))
-	if g.c.tracer != nil {
-		e := Event{Outcome: outcome, Code: Code(code), Tool: tool, Duration: d}
-		if o != nil {
-			e.Scope, e.OpID, e.Fingerprint = o.scope, o.opID, o.fp
-		}
-		g.c.tracer.EndCall(ctx, e)
+	e := Event{Outcome: outcome, Code: Code(code), Tool: tool, Duration: d}
+	if o != nil {
+		e.Scope, e.OpID, e.Fingerprint = o.scope, o.opID, o.fp
 	}
+	g.c.report(ctx, e)
 }

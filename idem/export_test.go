@@ -14,7 +14,6 @@ const StatusToolName = statusToolName
 
 var (
 	HasOpID      = Queued
-	Fingerprint  = fingerprintArgs
 	ValidateOpID = func(id string) error {
 		if err := validateOpID(id); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/idem/internal/adapter"
+	"github.com/idemkit/sdk/internal/argsfp"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -202,7 +203,7 @@ type op struct {
 	key   Key             // the op record's
 	args  json.RawMessage // the arguments as sent
 	in    any             // and as the handler gets them
-	fp    string          // fingerprint of args (see fingerprintArgs), once computed
+	fp    string          // fingerprint of args (package internal/argsfp), once computed
 	fpErr error
 
 	attempts int   // transaction attempts
@@ -225,7 +226,7 @@ func (t *tool) newOp(ctx context.Context, o *op, c *adapter.Call, in any, opID s
 // fingerprint returns the op's fingerprint, computed once.
 func (o *op) fingerprint() (string, error) {
 	if o.fp == "" && o.fpErr == nil {
-		o.fp, o.fpErr = fingerprintArgs(o.args)
+		o.fp, o.fpErr = argsfp.Of(o.args)
 	}
 	return o.fp, o.fpErr
 }

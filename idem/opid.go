@@ -11,6 +11,9 @@ import (
 // id under the same key.
 const MetaOpID = "io.idemkit/op_id"
 
+// opIDArgument is the name of the tool argument that carries an op id.
+const opIDArgument = "op_id"
+
 // MetaCallers, in a tool's _meta, says who the tool is for: "apps" for a
 // tool registered with [ForApps].
 const MetaCallers = "io.idemkit/callers"

@@ -76,48 +76,51 @@ type CallInfo struct {
 // report tells the logger and the tracer how the call ended: one log
 // record, one EndCall.
 func (t *tool) report(ctx context.Context, call *adapter.Call, o *op, outcome Outcome, code Code, d time.Duration) {
-	c := t.c
-	level := levelOf(outcome, code)
-	logged := c.logger.Enabled(ctx, level)
-	if !logged && c.tracer == nil {
+	if !t.c.logger.Enabled(ctx, levelOf(outcome, code)) && t.c.tracer == nil {
 		return
 	}
 	if o.scope == "" {
-		o.scope = c.scope(ctx, call)
+		o.scope = t.c.scope(ctx, call)
 	}
-	if logged {
+	t.c.report(ctx, Event{
+		Outcome: outcome, Code: code, Tool: o.tool, Scope: o.scope, OpID: o.id, Fingerprint: o.fp,
+		Attempts: o.attempts, Waited: o.waited, Duration: d, Err: o.err,
+	})
+}
+
+// report writes e, how a call ended, to the log record and tells the
+// tracer, for the tools registered with AddTool and the guarded ones alike.
+func (c *config) report(ctx context.Context, e Event) {
+	if level := levelOf(e.Outcome, e.Code); c.logger.Enabled(ctx, level) {
 		attrs := make([]slog.Attr, 0, 11)
-		attrs = append(attrs, slog.String("tool", o.tool), slog.String("outcome", string(outcome)))
-		if code != "" {
-			attrs = append(attrs, slog.String("code", string(code)))
+		attrs = append(attrs, slog.String("tool", e.Tool), slog.String("outcome", string(e.Outcome)))
+		if e.Code != "" {
+			attrs = append(attrs, slog.String("code", string(e.Code)))
 		}
-		attrs = append(attrs, slog.Bool("replayed", outcome == OutcomeReplay))
-		if o.scope != "" {
-			attrs = append(attrs, slog.String("scope", o.scope))
+		attrs = append(attrs, slog.Bool("replayed", e.Outcome == OutcomeReplay))
+		if e.Scope != "" {
+			attrs = append(attrs, slog.String("scope", e.Scope))
 		}
-		if o.id != "" {
-			attrs = append(attrs, slog.String("op_id_hash", hashOpID(o.id)))
+		if e.OpID != "" {
+			attrs = append(attrs, slog.String("op_id_hash", hashOpID(e.OpID)))
 		}
-		if o.fp != "" {
-			attrs = append(attrs, slog.String("fingerprint", o.fp))
+		if e.Fingerprint != "" {
+			attrs = append(attrs, slog.String("fingerprint", e.Fingerprint))
 		}
-		if o.attempts > 1 {
-			attrs = append(attrs, slog.Int("attempts", o.attempts))
+		if e.Attempts > 1 {
+			attrs = append(attrs, slog.Int("attempts", e.Attempts))
 		}
-		if o.waited {
+		if e.Waited {
 			attrs = append(attrs, slog.Bool("waited", true))
 		}
-		attrs = append(attrs, slog.Duration("duration", d))
-		if o.err != nil {
-			attrs = append(attrs, slog.String("error", o.err.Error()))
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+		if e.Err != nil {
+			attrs = append(attrs, slog.String("error", e.Err.Error()))
 		}
 		c.logger.LogAttrs(ctx, level, "idem: tool call", attrs...)
 	}
 	if c.tracer != nil {
-		c.tracer.EndCall(ctx, Event{
-			Outcome: outcome, Code: code, Tool: o.tool, Scope: o.scope, OpID: o.id, Fingerprint: o.fp,
-			Attempts: o.attempts, Waited: o.waited, Duration: d, Err: o.err,
-		})
+		c.tracer.EndCall(ctx, e)
 	}
 }
 
