@@ -17,7 +17,7 @@ import (
 
 // hasOpID reports whether the call carries an op id, as the op_id argument
 // or in _meta, well formed or not: such a call is queued or replayed (see
-// [TargetQuery]).
+// package idem/target).
 func hasOpID(c *adapter.Call) bool {
 	args, _ := parseArgs(c.Arguments)
 	id, err := opIDOf(args, c.Meta)

@@ -233,6 +233,9 @@ func (g *Guard) serveOp(ctx context.Context, o *outcall) adapter.Answer {
 	busyAt := time.Now().Add(cfg.busyAfter)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
 		st, rec, err := g.readOrClaim(ctx, o)
+		if e := (*Error)(nil); errors.As(err, &e) {
+			return o.refuse(e.Code, e.Message) // quota_exceeded
+		}
 		if err != nil {
 			g.c.logger.LogAttrs(ctx, slog.LevelError, "idem: claim failed", slog.String("tool", o.c.Tool), slog.String("error", err.Error()))
 			return o.refuse(CodeInternal, "the call was not run: the server could not record it; it is safe to retry")
@@ -293,6 +296,11 @@ func (g *Guard) claim(ctx context.Context, o *outcall) (claimState, *oprecord.Re
 		rec = new(oprecord.Record)
 		_, err := tx.Get(ctx, o.key, rec)
 		if errors.Is(err, ErrNotFound) {
+			if q := g.c.quota; q != nil {
+				if err := q.charge(ctx, tx, o.scope, int64(len(claim.Args)), now, claim.ExpiresAt, true); err != nil {
+					return err
+				}
+			}
 			st, rec = claimOwned, claim
 			err = tx.Create(ctx, o.key, claim, backend.WithExpiry(claim.ExpiresAt))
 			if errors.Is(err, ErrExists) {
@@ -430,6 +438,12 @@ func (g *Guard) settle(ctx context.Context, k Key, token string, next *oprecord.
 		}
 		if next == nil {
 			return tx.Delete(ctx, k, v)
+		}
+		if q := g.c.quota; q != nil && next.State == "" {
+			// The effect has happened: its answer is kept whatever the bound.
+			if err := q.charge(ctx, tx, next.Scope, int64(len(next.Result)), g.c.now(), next.ExpiresAt, false); err != nil {
+				return err
+			}
 		}
 		return tx.Update(ctx, k, v, next, backend.WithExpiry(next.ExpiresAt))
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/store/memory"
 )
 
@@ -267,7 +268,7 @@ func TestEveryErrorHasACodeAndNoValue(t *testing.T) {
 		case "result":
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the month is closed"}}}, nil, nil
 		case "coded":
-			return nil, nil, &idem.Error{Code: idem.CodeEventBeforeStart, Message: "too early"}
+			return nil, nil, &idem.Error{Code: target.CodeEventBeforeStart, Message: "too early"}
 		}
 		return nil, nil, tx.Put(ctx, idem.Key{Collection: "expenses", ID: in.Month}, in)
 	}, idem.RecordKeys("month"), idem.OpID())
@@ -318,7 +319,7 @@ func TestEveryErrorHasACodeAndNoValue(t *testing.T) {
 		t.Errorf("handler's error result: %s, want not_saved with its text", mustJSON(res))
 	}
 	res = call(map[string]any{"month": "2026-11", "amount_cents": 1, "note": "coded"})
-	if res.Meta[idem.MetaError] != string(idem.CodeEventBeforeStart) {
+	if res.Meta[idem.MetaError] != string(target.CodeEventBeforeStart) {
 		t.Errorf("handler's *idem.Error: %s, want its own code", mustJSON(res))
 	}
 }
@@ -343,6 +344,12 @@ func textOf(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// mustJSON returns v as JSON, or "" if it cannot be encoded.
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // The input schema's defaults reach the handler, as the SDK applies them.

@@ -38,10 +38,10 @@
 // Everything is written through [Store] and [Tx], one small transactional
 // document contract (package idem/backend) implemented by store/memory,
 // store/sqlite, store/postgres, store/dynamo and store/firestore and checked
-// by store/storetest. [EventTime]
-// keeps an event's own timestamp; [ResolveTarget] refuses to guess which
-// record a close or delete without an id means; [AfterCommit] runs outbound
-// effects after a real commit only (see package sideeffect).
+// by store/storetest. [AfterCommit] runs outbound effects after a real
+// commit only (see package sideeffect). Package idem/target keeps an
+// event's own timestamp and refuses to guess which record a close or
+// delete without an id means.
 //
 // A server whose tools exist already, and whose writes go to an outside
 // API, keeps its handlers and adds one line: [Guard.Middleware]. A server

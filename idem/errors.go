@@ -15,9 +15,6 @@ const (
 	// CodeMissingKey: a record-key argument is absent, null or empty. Send
 	// it; the message names it.
 	CodeMissingKey Code = "missing_key"
-	// CodeAmbiguousTarget: a close or delete named no record and the server
-	// would not guess. Pick one of the candidates and send its id.
-	CodeAmbiguousTarget Code = "ambiguous_target"
 	// CodeKeyReused: the op id was used before with other arguments. Mint a
 	// new op id for a new operation.
 	CodeKeyReused Code = "key_reused"
@@ -30,8 +27,6 @@ const (
 	// CodeUnknownOutcome: the server cannot tell whether the operation
 	// committed. Call get_operation with the op id before retrying.
 	CodeUnknownOutcome Code = "unknown_outcome"
-	// CodeEventBeforeStart: an event's timestamp is before the record began.
-	CodeEventBeforeStart Code = "event_before_start"
 	// CodeInvalidOpID: the op id is not a string of 1..128 printable ASCII
 	// characters, the argument and _meta carry different ones, or the tool
 	// requires one and none was sent.
@@ -42,6 +37,10 @@ const (
 	CodeInvalidArguments Code = "invalid_arguments"
 	// CodeScopeRequired: the tool needs an authenticated caller.
 	CodeScopeRequired Code = "scope_required"
+	// CodeQuotaExceeded: the caller's kept answers have reached the
+	// server's bound (Options.MaxStoredBytes) and nothing ran. Retry after
+	// the time the message gives, when older answers have expired.
+	CodeQuotaExceeded Code = "quota_exceeded"
 	// CodeNotSaved: the tool's handler reported an error and its transaction
 	// rolled back: nothing was saved. The message is the handler's own.
 	CodeNotSaved Code = "not_saved"
@@ -53,14 +52,14 @@ const (
 // Error is the error the middleware reports to callers, and that a handler
 // returns to refuse a call with a code of its own choosing:
 //
-//	return nil, out, &idem.Error{Code: idem.CodeEventBeforeStart, Message: "the stop is before the session began"}
+//	return nil, out, &idem.Error{Code: target.CodeEventBeforeStart, Message: "the stop is before the session began"}
 //
 // Its Message is sent to the caller: it must never hold argument values.
 type Error struct {
 	Code    Code
 	Message string
-	// Candidates lists the records a caller may mean, for
-	// CodeAmbiguousTarget.
+	// Candidates lists the records a caller may mean, for the
+	// ambiguous_target refusal of package idem/target.
 	Candidates []Candidate
 	// OpID is the op id the error is about, for CodeUnknownOutcome and
 	// CodeBusy. The caller sent it, so it is not a leak.

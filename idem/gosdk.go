@@ -275,7 +275,7 @@ func decodeResult(stored json.RawMessage) (any, error) {
 
 // Queued reports whether req carries an op id, as the op_id argument or in
 // _meta, well formed or not: such a call is queued or replayed, and names
-// its record (see [TargetQuery]).
+// its record (see [github.com/idemkit/sdk/idem/target.Query]).
 func Queued(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false

@@ -99,6 +99,19 @@ type Options struct {
 	// Tracer is told of every call as it arrives and as it is answered
 	// (default: none). otelidem.NewTracer makes one for OpenTelemetry.
 	Tracer Tracer
+	// MaxStoredBytes bounds the bytes of the answers one scope keeps at
+	// once (default 0: no bound): a call that would store an answer past it
+	// is refused quota_exceeded, and nothing of it is saved; the message
+	// says when older answers will have expired. A stored answer counts
+	// until its record expires (TTL), plus at most a sixteenth of the TTL.
+	// A replay is never refused. A guarded tool's call is refused before
+	// its handler runs when its arguments would pass the bound; its answer,
+	// whose effect has happened, is kept and counted whatever its size, so
+	// the calls of a scope in progress at once can pass the bound by their
+	// answers. Each call that stores an answer then also reads and writes
+	// its scope's usage document, so a scope's calls at once take turns on
+	// it.
+	MaxStoredBytes int64
 	// HTTPEffects says that the guarded tools' effects are HTTP requests
 	// sent through [Transport], and nothing else: a failed call is then not
 	// done when none of its requests can have acted (see Transport), and
@@ -141,8 +154,8 @@ func newGuard(s Store, opts *Options, scope func(ctx context.Context, c *adapter
 		panic("idem: New needs a store")
 	}
 	c := defaultConfig()
-	if opts.TTL < 0 || opts.BusyAfter < 0 || opts.Lease < 0 {
-		panic("idem: New: TTL, BusyAfter and Lease must not be negative")
+	if opts.TTL < 0 || opts.BusyAfter < 0 || opts.Lease < 0 || opts.MaxStoredBytes < 0 {
+		panic("idem: New: TTL, BusyAfter, Lease and MaxStoredBytes must not be negative")
 	}
 	if opts.TTL > 0 {
 		c.ttl = opts.TTL
@@ -161,6 +174,7 @@ func newGuard(s Store, opts *Options, scope func(ctx context.Context, c *adapter
 		c.now = opts.Now
 	}
 	c.tracer = opts.Tracer
+	c.quota = newQuota(opts.MaxStoredBytes, c.ttl)
 	lease := time.Minute
 	if opts.Lease > 0 {
 		lease = opts.Lease

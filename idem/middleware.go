@@ -398,6 +398,11 @@ func (t *tool) createRecord(ctx context.Context, tx Tx, o *op, a *answer, attemp
 		CommittedAt: now.UTC(), ExpiresAt: now.Add(t.c.ttl).UTC(),
 		Attempt: attempt,
 	}
+	if q := t.c.quota; q != nil {
+		if err := q.charge(ctx, tx, o.scope, int64(len(rec.Result)+len(rec.OutputText)), now, rec.ExpiresAt, true); err != nil {
+			return err
+		}
+	}
 	return tx.Create(ctx, o.key, rec, backend.WithExpiry(rec.ExpiresAt), backend.CreateAtCommit())
 }
 

@@ -44,6 +44,7 @@ type config struct {
 	forApps      bool
 	customScope  bool // Options.Scope was given
 	tracer       Tracer
+	quota        *quota // nil: no bound (Options.MaxStoredBytes)
 	// outside: the tool is a Guard's, whose effect lies outside the
 	// store; reconcile settles its unknown outcomes (Reconcile).
 	outside   bool

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/idemtest"
 )
 
@@ -244,7 +245,7 @@ func TestNoIDIsRefusedWithCandidates(t *testing.T) {
 			t.Helper()
 			before := h.snapshot([]idem.Key{k(colSessions, "s-phone"), k(colSessions, "s-laptop"), k(colSessions, "s-desk"), k(colIndex, "running")})
 			res := h.call(h.connectHTTP(), tool, args)
-			if !res.IsError || codeOf(res) != string(idem.CodeAmbiguousTarget) {
+			if !res.IsError || codeOf(res) != string(target.CodeAmbiguous) {
 				t.Fatalf("%s %v: isError %v code %q, want ambiguous_target: %s", tool, args, res.IsError, codeOf(res), text(res))
 			}
 			if got := candidateIDs(t, res); !slices.Equal(got, wantIDs) {
@@ -332,7 +333,7 @@ func TestEventTime(t *testing.T) {
 		code    idem.Code
 	}{
 		{at("14:05"), at("16:40")[:0] + at("14:05"), ""},
-		{at("12:00"), "", idem.CodeEventBeforeStart},
+		{at("12:00"), "", target.CodeEventBeforeStart},
 		{at("18:00"), at("16:40"), ""},
 	} {
 		id := fmt.Sprintf("s%d", i)

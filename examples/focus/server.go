@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/merge"
 	"github.com/idemkit/sdk/otelidem"
 )
@@ -124,6 +125,9 @@ type Config struct {
 	Now func() time.Time // the clock for event times (default time.Now)
 	Log *slog.Logger     // where replays and refusals are logged (default: discard)
 	TTL time.Duration    // how long an answer is kept and replayed (default 24 hours)
+	// MaxStoredBytes bounds the bytes of answers one user keeps at once
+	// (idem.Options.MaxStoredBytes; default 0: no bound).
+	MaxStoredBytes int64
 }
 
 // focus is the server: its store, clock, and how many times each tool's
@@ -153,7 +157,7 @@ func newFocus(s idem.Store, cfg Config) (*mcp.Server, *focus) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(s, &idem.Options{TTL: cfg.TTL, Logger: log, Tracer: otelidem.NewTracer(nil)})
+	guard := idem.New(s, &idem.Options{TTL: cfg.TTL, MaxStoredBytes: cfg.MaxStoredBytes, Logger: log, Tracer: otelidem.NewTracer(nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-focus", Version: "v0.1.0"}, nil)
 	// Every tool reads and writes this server's store alone, so each says
 	// openWorldHint: false (MCP reads an absent one as true).
@@ -521,7 +525,7 @@ func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 	if err != nil {
 		return nil, Started{}, err
 	}
-	start, err := idem.EventTime(at, time.Time{}, f.now(), skew)
+	start, err := target.EventTime(at, time.Time{}, f.now(), skew)
 	if err != nil {
 		return nil, Started{}, err
 	}
@@ -584,7 +588,7 @@ func (f *focus) startFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReq
 }
 
 // resolve returns the session a call names, or, when it names none and is
-// not queued, the one running on the caller's device (idem.ResolveTarget).
+// not queued, the one running on the caller's device (target.Resolve).
 // The owner is the device the call names, within the user's own records:
 // never a connection, since over stateless HTTP every request is one.
 func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, id, device string, queued bool) (string, error) {
@@ -605,7 +609,7 @@ func (f *focus) resolve(ctx context.Context, tx idem.Tx, req *mcp.CallToolReques
 			others = append(others, c)
 		}
 	}
-	return idem.ResolveTarget(idem.TargetQuery{Owned: owned, Others: others, Queued: queued, Request: req})
+	return target.Resolve(target.Query{Owned: owned, Others: others, Queued: queued, Request: req})
 }
 
 // release frees the running slot and the index entry of a session that is
@@ -667,7 +671,7 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 		return nil, Ended{}, err
 	}
 	id, err := f.resolve(ctx, tx, req, in.SessionID, in.Device, in.EndAt != "")
-	if idem.CodeOf(err) == idem.CodeAmbiguousTarget && in.EndAt == "" && !idem.Queued(req) {
+	if idem.CodeOf(err) == target.CodeAmbiguous && in.EndAt == "" && !idem.Queued(req) {
 		// Nothing runs on the device: a repeat of its last stop, within
 		// the window, is answered that stop.
 		if last, ver, lerr := get[lastStop](ctx, tx, key(req, colLastStop, in.Device)); lerr == nil && ver != 0 && f.now().Sub(last.At) < retryWindow {
@@ -685,7 +689,7 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 	if ver == 0 || s.Deleted {
 		return nil, Ended{}, refuse("no session with that id: get_now lists the running ones")
 	}
-	end, err := idem.EventTime(at, s.Start, f.now(), skew)
+	end, err := target.EventTime(at, s.Start, f.now(), skew)
 	if err != nil {
 		return nil, Ended{}, err
 	}
@@ -968,7 +972,7 @@ func (f *focus) heartbeat(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 	if ver == 0 || s.Deleted {
 		return nil, Beat{}, refuse("no session with that id: get_now lists the running ones")
 	}
-	if _, err := idem.EventTime(at, s.Start, f.now(), skew); err != nil {
+	if _, err := target.EventTime(at, s.Start, f.now(), skew); err != nil {
 		return nil, Beat{}, err
 	}
 	bk := key(req, colHeartbeats, in.SessionID+"@"+at.Format(time.RFC3339Nano))

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/merge/mergetest"
 )
 
@@ -63,7 +64,7 @@ func TestStopRepeatWithinTheWindow(t *testing.T) {
 		t.Fatalf("the repeat 2 minutes later: %+v, want the first stop %+v", again, first)
 	}
 	nowNS.Add(int64(retryWindow))
-	if res := h.call(h.connect(), "end_focus", map[string]any{"device": "phone"}); codeOf(res) != string(idem.CodeAmbiguousTarget) {
+	if res := h.call(h.connect(), "end_focus", map[string]any{"device": "phone"}); codeOf(res) != string(target.CodeAmbiguous) {
 		t.Fatalf("the repeat past the window: %s, want ambiguous_target", text(res))
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 )
 
 // bearer adds a bearer token to every request.
@@ -64,7 +65,7 @@ func TestUsersOverHTTP(t *testing.T) {
 		// bob's stop without an id from a device of his that runs nothing
 		// (alice's phone runs s1) is refused with his candidates only.
 		res = h.call(bob, "end_focus", map[string]any{"device": "phone"})
-		if got := candidateIDs(t, res); codeOf(res) != string(idem.CodeAmbiguousTarget) || !slices.Equal(got, []string{"s1"}) {
+		if got := candidateIDs(t, res); codeOf(res) != string(target.CodeAmbiguous) || !slices.Equal(got, []string{"s1"}) {
 			t.Errorf("bob's stop without an id: code %q candidates %v", codeOf(res), got)
 		}
 		st := h.ok(bob, "get_operation", map[string]any{"tool": "add_steps", "op_id": "op-2"})

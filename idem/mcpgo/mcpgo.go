@@ -95,7 +95,7 @@ func RegisterStatusTool(srv *server.MCPServer, s idem.Store) {
 
 // Queued reports whether req carries an op id, as the op_id argument or in
 // _meta, well formed or not: such a call is queued or replayed. It is
-// [idem.TargetQuery]'s Queued for an mcp-go request.
+// [github.com/idemkit/sdk/idem/target.Query]'s Queued for an mcp-go request.
 func Queued(req mcp.CallToolRequest) bool { return adapter.HasOpID(callOf(context.Background(), req)) }
 
 // toolDef is t as the middleware reads it.

@@ -16,37 +16,55 @@ import (
 // root is the module's root, two folders up.
 const root = "../.."
 
-// codes returns the values of the Code constants declared in idem.
+// codes returns the values of the Code constants declared in idem
+// (idem/errors.go) and in idem/target, the codes a caller may receive.
 func codes(t *testing.T) []string {
 	t.Helper()
+	var files []*ast.File
 	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "idem", "errors.go"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	target, _ := parsePkg(t, filepath.Join("idem", "target"))
+	files = append(append(files, f), target...)
 	var out []string
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, s := range g.Specs {
-			vs := s.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
 				continue
 			}
-			for _, v := range vs.Values {
-				if lit, ok := v.(*ast.BasicLit); ok {
-					c, _ := strconv.Unquote(lit.Value)
-					out = append(out, c)
+			for _, s := range g.Specs {
+				vs := s.(*ast.ValueSpec)
+				if !isCode(vs.Type) {
+					continue
+				}
+				for _, v := range vs.Values {
+					if lit, ok := v.(*ast.BasicLit); ok {
+						c, _ := strconv.Unquote(lit.Value)
+						out = append(out, c)
+					}
 				}
 			}
 		}
 	}
 	if len(out) < 10 {
-		t.Fatalf("found %d codes in idem/errors.go: %v", len(out), out)
+		t.Fatalf("found %d codes in idem/errors.go and idem/target: %v", len(out), out)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isCode reports whether typ is Code or idem.Code.
+func isCode(typ ast.Expr) bool {
+	switch x := typ.(type) {
+	case *ast.Ident:
+		return x.Name == "Code"
+	case *ast.SelectorExpr:
+		pkg, ok := x.X.(*ast.Ident)
+		return ok && pkg.Name == "idem" && x.Sel.Name == "Code"
+	}
+	return false
 }
 
 func read(t *testing.T, name string) string {

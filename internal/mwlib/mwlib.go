@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 )
 
 // A Library is an MCP server library the middleware cases run through.
@@ -82,9 +83,9 @@ type Handler[In, Out any] func(ctx context.Context, tx idem.Tx, r Request, in In
 type Request interface {
 	// Meta is the call's _meta.
 	Meta() map[string]any
-	// ResolveTarget is idem.ResolveTarget with the call in q, as the
-	// library's servers pass it (the request, or whether it is queued).
-	ResolveTarget(q idem.TargetQuery) (string, error)
+	// Resolve is target.Resolve with the call in q, as the library's
+	// servers pass it (the request, or whether it is queued).
+	Resolve(q target.Query) (string, error)
 }
 
 // An ErrorResult is a tool result with isError set, that a handler makes

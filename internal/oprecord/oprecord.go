@@ -160,3 +160,25 @@ func Get(ctx context.Context, s backend.Store, k backend.Key) (*Record, error) {
 	}
 	return &rec, nil
 }
+
+// UsageCollection is the collection of the usage documents, one per scope,
+// that bound the bytes of a scope's kept answers (idem.Options.MaxStoredBytes).
+const UsageCollection = "idem_usage"
+
+// Usage counts the bytes of the answers one scope keeps, in buckets by when
+// they expire, the earliest first.
+type Usage struct {
+	Buckets []UsageBucket `json:"buckets"`
+}
+
+// A UsageBucket is the bytes of answers that have all expired by Until.
+type UsageBucket struct {
+	Until time.Time `json:"until"`
+	Bytes int64     `json:"bytes"`
+}
+
+// UsageKey returns the key of scope's usage document: kept under the
+// scope's owner, as its op records are.
+func UsageKey(scope string) backend.Key {
+	return backend.Key{Owner: Owner(scope), Collection: UsageCollection, ID: Hex(sha256.Sum256([]byte("usage\x00" + scope)))}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/oprecord"
 	idemfs "github.com/idemkit/sdk/store/firestore"
@@ -68,7 +69,7 @@ func TestOfflineStopDeliveredTwiceLate(t *testing.T) {
 			if err != nil {
 				return nil, endFocusOut{}, err
 			}
-			end, err := idem.EventTime(in.EndAt, sess.Start, now(), 2*time.Minute)
+			end, err := target.EventTime(in.EndAt, sess.Start, now(), 2*time.Minute)
 			if err != nil {
 				return nil, endFocusOut{}, err
 			}

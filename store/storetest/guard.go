@@ -26,6 +26,40 @@ func runGuard(t *testing.T, h Harness) {
 	t.Run("UnknownOutcomeNotRunAgain", func(t *testing.T) { t.Parallel(); guardUnknownOutcome(t, h) })
 	t.Run("AbandonedClaimSettled", func(t *testing.T) { t.Parallel(); guardAbandonedClaimSettled(t, h) })
 	t.Run("AnswerExpires", func(t *testing.T) { t.Parallel(); guardAnswerExpires(t, h) })
+	t.Run("StoredBytesBoundAcrossGuards", func(t *testing.T) { t.Parallel(); guardStoredBytesBound(t, h) })
+}
+
+// guardStoredBytesBound: a scope's answers, kept through two guards on the
+// store (two processes), stop at the bound both count against
+// (Options.MaxStoredBytes): the next create is refused quota_exceeded and
+// never reaches the API.
+func guardStoredBytesBound(t *testing.T, h Harness) {
+	a := newOutsideAPI(t)
+	s := h.New(t, time.Now)
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		cs, err := idemtest.Connect(context.Background(), a.server(idem.New(s, &idem.Options{MaxStoredBytes: 600})), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions = append(sessions, cs)
+	}
+	var codes []string
+	for i := range 6 {
+		res, err := sessions[i%2].CallTool(context.Background(), &mcp.CallToolParams{Name: "create", Arguments: map[string]any{"title": fmt.Sprint("t", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _ := res.Meta[idem.MetaError].(string)
+		codes = append(codes, code)
+	}
+	// Each create keeps its arguments and an answer of about 170 bytes:
+	// three fit under 600.
+	want := []string{"", "", "", "quota_exceeded", "quota_exceeded", "quota_exceeded"}
+	if fmt.Sprint(codes) != fmt.Sprint(want) || a.Posts() != 3 {
+		t.Fatalf("codes %q after %d posts; want %q after 3", codes, a.Posts(), want)
+	}
 }
 
 // outsideAPI is a tracker API on loopback that counts the creates it gets

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
@@ -451,8 +452,8 @@ func mwBadInputRefusedAndWritesNothing(t *testing.T, h Harness) {
 		{"op id not a string", "add_note", map[string]any{"text": secret, "op_id": 42}, nil, idem.CodeInvalidOpID},
 		{"meta op id not a string", "add_note", map[string]any{"text": secret}, mcp.Meta{idem.MetaOpID: 42}, idem.CodeInvalidOpID},
 		{"argument and meta differ", "add_note", map[string]any{"text": secret, "op_id": "a-" + secret}, mcp.Meta{idem.MetaOpID: "b-" + secret}, idem.CodeInvalidOpID},
-		{"close without id", "close_session", map[string]any{}, nil, idem.CodeAmbiguousTarget},
-		{"queued close without id", "close_session", map[string]any{"op_id": "q-1"}, nil, idem.CodeAmbiguousTarget},
+		{"close without id", "close_session", map[string]any{}, nil, target.CodeAmbiguous},
+		{"queued close without id", "close_session", map[string]any{"op_id": "q-1"}, nil, target.CodeAmbiguous},
 		// The schema's refusals, which the middleware's fast check of
 		// arguments must leave to the full validator.
 		{"required argument missing", "add_note", map[string]any{"priority": 1, "op_id": "r-1"}, nil, idem.CodeInvalidArguments},
@@ -478,7 +479,7 @@ func mwBadInputRefusedAndWritesNothing(t *testing.T, h Harness) {
 		if strings.Contains(resultText(r), secret) {
 			t.Errorf("%s: refusal echoes an argument: %q", c.name, resultText(r))
 		}
-		if c.code == idem.CodeAmbiguousTarget {
+		if c.code == target.CodeAmbiguous {
 			cands, _ := json.Marshal(r.Meta["io.idemkit/candidates"])
 			if string(cands) != `[{"id":"s-1","label":"phone"},{"id":"s-2","label":"laptop"}]` {
 				t.Errorf("%s: candidates %s", c.name, cands)

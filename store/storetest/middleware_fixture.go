@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/internal/oprecord"
@@ -66,7 +67,7 @@ const (
 )
 
 // handlerCode is the code add_note gives its own errors.
-const handlerCode = idem.CodeEventBeforeStart
+const handlerCode = target.CodeEventBeforeStart
 
 func noteKey(n int64) idem.Key { return idem.Key{Collection: "notes", ID: fmt.Sprintf("note-%d", n)} }
 
@@ -142,7 +143,7 @@ func (f *mwFixture) setStatus(ctx context.Context, tx idem.Tx, r mwlib.Request, 
 }
 
 func closeSession(ctx context.Context, tx idem.Tx, r mwlib.Request, in closeIn) (*mwlib.ErrorResult, closeIn, error) {
-	id, err := r.ResolveTarget(idem.TargetQuery{
+	id, err := r.Resolve(target.Query{
 		ID:    in.SessionID,
 		Owned: []idem.Candidate{{ID: "s-2", Label: "laptop"}, {ID: "s-1", Label: "phone"}},
 	})

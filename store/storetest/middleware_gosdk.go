@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/mwlib"
 )
@@ -81,9 +82,9 @@ type goSDKRequest struct{ req *mcp.CallToolRequest }
 
 func (r goSDKRequest) Meta() map[string]any { return r.req.Params.Meta }
 
-func (r goSDKRequest) ResolveTarget(q idem.TargetQuery) (string, error) {
+func (r goSDKRequest) Resolve(q target.Query) (string, error) {
 	q.Request = r.req
-	return idem.ResolveTarget(q)
+	return target.Resolve(q)
 }
 
 type goSDKServer struct{ srv *mcp.Server }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/mcpgo"
+	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/store/storetest"
@@ -123,9 +124,9 @@ func (r request) Meta() map[string]any {
 	return r.req.Params.Meta.AdditionalFields
 }
 
-func (r request) ResolveTarget(q idem.TargetQuery) (string, error) {
+func (r request) Resolve(q target.Query) (string, error) {
 	q.Queued = q.Queued || mcpgo.Queued(r.req)
-	return idem.ResolveTarget(q)
+	return target.Resolve(q)
 }
 
 type mcpgoServer struct{ srv *server.MCPServer }

@@ -1,21 +1,27 @@
-package idem
+package target
 
 import (
 	"cmp"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/idem"
 )
 
-// A TargetQuery describes a close or delete that may not name its record.
-type TargetQuery struct {
+// CodeAmbiguous: a close or delete named no record and the server would not
+// guess. Pick one of the candidates (idem.Error.Candidates) and send its id.
+const CodeAmbiguous idem.Code = "ambiguous_target"
+
+// A Query describes a close or delete that may not name its record.
+type Query struct {
 	// ID is the record id the call named, or "".
 	ID string
 	// Owned are the running records this connection (device, session)
 	// started.
-	Owned []Candidate
+	Owned []idem.Candidate
 	// Others are the other running records the caller could mean.
-	Others []Candidate
+	Others []idem.Candidate
 	// Queued is true when the call carries anything that marks it as queued
 	// or replayed, such as an event timestamp of its own.
 	Queued bool
@@ -24,19 +30,19 @@ type TargetQuery struct {
 	Request *mcp.CallToolRequest
 }
 
-// ResolveTarget returns the id of the record a close or delete acts on. A
-// named id is used as is. Without one, the record is resolved only when the
+// Resolve returns the id of the record a close or delete acts on. A named
+// id is used as is. Without one, the record is resolved only when the
 // connection owns exactly one running record and the call is not queued or
 // replayed: a retry that arrives after its first attempt succeeded must
-// never stop or delete another record. Otherwise ResolveTarget refuses with
-// ambiguous_target, listing every candidate and its id (sorted by id, each once) so the
-// caller can pick.
-func ResolveTarget(q TargetQuery) (string, error) {
+// never stop or delete another record. Otherwise Resolve refuses with an
+// *idem.Error of code [CodeAmbiguous], listing every candidate and its id
+// (sorted by id, each once) so the caller can pick.
+func Resolve(q Query) (string, error) {
 	if q.ID != "" {
 		return q.ID, nil
 	}
 	owned := candidates(q.Owned)
-	q.Queued = q.Queued || Queued(q.Request)
+	q.Queued = q.Queued || idem.Queued(q.Request)
 	if !q.Queued && len(owned) == 1 {
 		return owned[0].ID, nil
 	}
@@ -50,13 +56,13 @@ func ResolveTarget(q TargetQuery) (string, error) {
 	case len(owned) > 1:
 		msg = "more than one record is running: send the id of the one you mean"
 	}
-	return "", &Error{Code: CodeAmbiguousTarget, Message: msg, Candidates: all}
+	return "", &idem.Error{Code: CodeAmbiguous, Message: msg, Candidates: all}
 }
 
 // candidates sorts cs by id, drops those without an id, and keeps the first
 // of each id (Owned before Others, so an owned record keeps its label).
-func candidates(cs []Candidate) []Candidate {
-	out := slices.DeleteFunc(slices.Clone(cs), func(c Candidate) bool { return c.ID == "" })
-	slices.SortStableFunc(out, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
-	return slices.CompactFunc(out, func(a, b Candidate) bool { return a.ID == b.ID })
+func candidates(cs []idem.Candidate) []idem.Candidate {
+	out := slices.DeleteFunc(slices.Clone(cs), func(c idem.Candidate) bool { return c.ID == "" })
+	slices.SortStableFunc(out, func(a, b idem.Candidate) int { return cmp.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(out, func(a, b idem.Candidate) bool { return a.ID == b.ID })
 }

@@ -1,10 +1,11 @@
-package idem_test
+package target_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/target"
 )
 
 func TestEventTime(t *testing.T) {
@@ -27,12 +28,12 @@ func TestEventTime(t *testing.T) {
 		{"no timestamp happens now", time.Time{}, now, ""},
 		{"ahead of the server clock is clamped", at("17:00:00"), now, ""},
 		{"within skew before start moves to start", at("13:59:45"), start, ""},
-		{"before start is refused", at("13:00:00"), time.Time{}, idem.CodeEventBeforeStart},
+		{"before start is refused", at("13:00:00"), time.Time{}, target.CodeEventBeforeStart},
 		{"exactly start", start, start, ""},
 		{"exactly now", now, now, ""},
 	}
 	for _, c := range cases {
-		got, err := idem.EventTime(c.at, start, now, skew)
+		got, err := target.EventTime(c.at, start, now, skew)
 		if idem.CodeOf(err) != c.wantErr {
 			t.Errorf("%s: error %v, want code %q", c.name, err, c.wantErr)
 		}
@@ -49,12 +50,12 @@ func TestEventTimeStartAheadOfNow(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	start := now.Add(2 * time.Second)
 	for _, at := range []time.Time{{}, start.Add(-time.Second), now} {
-		got, err := idem.EventTime(at, start, now, 5*time.Second)
+		got, err := target.EventTime(at, start, now, 5*time.Second)
 		if err != nil || got.Before(start) {
 			t.Errorf("EventTime(%v) = %v, %v; want start or later", at, got, err)
 		}
 	}
-	if _, err := idem.EventTime(now.Add(-time.Minute), now, now, -time.Hour); idem.CodeOf(err) != idem.CodeEventBeforeStart {
+	if _, err := target.EventTime(now.Add(-time.Minute), now, now, -time.Hour); idem.CodeOf(err) != target.CodeEventBeforeStart {
 		t.Errorf("negative skew: %v, want event_before_start", err)
 	}
 }

@@ -1,0 +1,74 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/oprecord"
+)
+
+// A quota bounds the bytes of the answers one scope keeps
+// (Options.MaxStoredBytes). Each scope has a usage document that counts
+// them in buckets by when they expire; a bucket's bytes stop counting once
+// its answers have all expired, at most width after the first of them.
+type quota struct {
+	max   int64
+	width time.Duration
+}
+
+// newQuota is the quota of limit bytes for answers kept for ttl, or nil
+// for no bound (limit 0).
+func newQuota(limit int64, ttl time.Duration) *quota {
+	if limit == 0 {
+		return nil
+	}
+	return &quota{max: limit, width: max(ttl/16, time.Second)}
+}
+
+// charge counts, in tx, n more bytes kept by scope until expires. With
+// check, a charge that would take the scope past the bound counts nothing
+// and returns quota_exceeded, which rolls tx back.
+func (q *quota) charge(ctx context.Context, tx Tx, scope string, n int64, now, expires time.Time, check bool) error {
+	k := oprecord.UsageKey(scope)
+	var u oprecord.Usage
+	// Put writes what Get read changed: the transaction, serializable on
+	// every store, makes two calls at once take turns on it.
+	if _, err := tx.Get(ctx, k, &u); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	u.Buckets = slices.DeleteFunc(u.Buckets, func(b oprecord.UsageBucket) bool { return !b.Until.After(now) })
+	var held int64
+	for _, b := range u.Buckets {
+		held += b.Bytes
+	}
+	if check && held+n > q.max {
+		return q.refusal(u.Buckets, held, n, now)
+	}
+	until := expires.Truncate(q.width).Add(q.width).UTC() // the end of expires' bucket
+	i, ok := slices.BinarySearchFunc(u.Buckets, until, func(b oprecord.UsageBucket, t time.Time) int { return b.Until.Compare(t) })
+	if !ok {
+		u.Buckets = slices.Insert(u.Buckets, i, oprecord.UsageBucket{Until: until})
+	}
+	u.Buckets[i].Bytes += n
+	last := u.Buckets[len(u.Buckets)-1].Until // the document expires with its last bucket
+	return tx.Put(ctx, k, &u, backend.WithExpiry(last))
+}
+
+// refusal is the quota_exceeded answer to n more bytes for a scope holding
+// held in buckets: when to retry, or that retrying cannot help.
+func (q *quota) refusal(buckets []oprecord.UsageBucket, held, n int64, now time.Time) *Error {
+	if n > q.max {
+		return newError(CodeQuotaExceeded, "this answer is larger than the server keeps for one caller; nothing was saved, and a retry cannot succeed: ask the server's operator")
+	}
+	for _, b := range buckets {
+		if held -= b.Bytes; held+n <= q.max {
+			wait := b.Until.Sub(now).Round(time.Second)
+			return newError(CodeQuotaExceeded, fmt.Sprintf("this caller's kept answers have reached the server's bound; nothing was saved; retry in %s, when older answers have expired", wait))
+		}
+	}
+	return newError(CodeQuotaExceeded, "this caller's kept answers have reached the server's bound; nothing was saved")
+}
