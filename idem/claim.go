@@ -222,6 +222,7 @@ func stateOf(rec *oprecord.Record, now time.Time) claimState {
 
 // serveOp answers a call whose operation is identified.
 func (g *Guard) serveOp(ctx context.Context, o *outcall) adapter.Answer {
+	ctx = backend.WithScope(ctx, o.scope) // a store's writer takes turns by scope
 	cfg := o.gt.p.c
 	release, _, err := g.fl.acquire(ctx, o.key, cfg.busyAfter)
 	if errors.Is(err, errBusy) {

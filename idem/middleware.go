@@ -104,10 +104,8 @@ func (t *tool) call(ctx context.Context, o *op, c *adapter.Call) (*answer, *Erro
 		return nil, refused
 	}
 	if opID == "" {
-		if t.c.requireScope {
-			if o.scope = t.c.scope(ctx, c); o.scope == "" {
-				return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
-			}
+		if o.scope = t.c.scope(ctx, c); o.scope == "" && t.c.requireScope {
+			return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
 		}
 		return t.runPlain(ctx, o, c, in)
 	}
@@ -696,6 +694,9 @@ func runTx(ctx context.Context, s Store, o *op, fn func(ctx context.Context, tx 
 // RunReadOnly.
 func runTxIn(ctx context.Context, run func(context.Context, func(context.Context, Tx) error) error, o *op, fn func(ctx context.Context, tx Tx) error) (*afterCommitList, error) {
 	var hooks *afterCommitList
+	if o != nil {
+		ctx = backend.WithScope(ctx, o.scope) // a store's writer takes turns by scope
+	}
 	err := run(ctx, func(ctx context.Context, tx Tx) error {
 		if o != nil {
 			o.attempts++

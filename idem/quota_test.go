@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
@@ -188,6 +189,60 @@ func TestMaxStoredBytesAtOnce(t *testing.T) {
 		}
 		if count[""] != 9 || count[string(idem.CodeQuotaExceeded)] != 7 {
 			t.Fatalf("%T: answers by code %v; want 9 answered and 7 quota_exceeded", s, count)
+		}
+	}
+}
+
+// scopeSpy is a real store that notes the scope each Run is for.
+type scopeSpy struct {
+	idem.Store
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *scopeSpy) Run(ctx context.Context, fn func(ctx context.Context, tx idem.Tx) error) error {
+	s.mu.Lock()
+	s.seen = append(s.seen, backend.ScopeOf(ctx))
+	s.mu.Unlock()
+	return s.Store.Run(ctx, fn)
+}
+
+// TestRunsCarryTheScope: every transaction of a call, with an op id or
+// without, and a guarded call's claim and answer, runs for the caller's
+// scope (backend.WithScope), so that a store's writer can take turns by
+// caller.
+func TestRunsCarryTheScope(t *testing.T) {
+	ctx := ctxFor(t)
+	spy := &scopeSpy{Store: memory.New(nil)}
+	guard := idem.New(spy, &idem.Options{Scope: func(ctx context.Context, req *mcp.CallToolRequest) string {
+		u, _ := req.Params.Meta["test/user"].(string)
+		return u
+	}})
+	tr := newTracker(t)
+	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
+	idem.AddTool(srv, &mcp.Tool{Name: "save_page", Description: "Save a page."}, guard,
+		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in page) (*mcp.CallToolResult, page, error) {
+			return nil, in, tx.Put(ctx, idem.Key{Collection: "pages", ID: in.ID}, in)
+		}, idem.OpID())
+	cs := connect(t, srv)
+	for _, p := range []*mcp.CallToolParams{
+		call("save_page", map[string]any{"id": "1", "op_id": "op-1"}),
+		call("save_page", map[string]any{"id": "2"}),
+		call("create_issue", map[string]any{"title": "t", "op_id": "op-2"}),
+	} {
+		p.Meta = mcp.Meta{"test/user": "alice"}
+		if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", p.Name, err, codeOf(res))
+		}
+	}
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if len(spy.seen) < 4 {
+		t.Fatalf("%d transactions, want at least 4 (two calls, a claim, an answer)", len(spy.seen))
+	}
+	for i, s := range spy.seen {
+		if s != "alice" {
+			t.Fatalf("transaction %d ran for scope %q, want alice's: %q", i, s, spy.seen)
 		}
 	}
 }

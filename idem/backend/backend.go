@@ -321,3 +321,22 @@ func EncodeDocument(doc any, maxBytes int) ([]byte, error) {
 type documentEncoder interface {
 	EncodeDocument() ([]byte, error)
 }
+
+// scopeKey keys the context of a Run with the scope it runs for.
+type scopeKey struct{}
+
+// WithScope returns ctx for a Run on behalf of scope, the caller a
+// middleware call belongs to. A store whose transactions wait in line for
+// one writer (SQLite) serves the scopes waiting in turn, round robin, and
+// each scope's transactions in the order they came, so that one caller's
+// many transactions never stand all in front of another's. Other stores
+// may ignore it.
+func WithScope(ctx context.Context, scope string) context.Context {
+	return context.WithValue(ctx, scopeKey{}, scope)
+}
+
+// ScopeOf returns the scope ctx was given by [WithScope], or "".
+func ScopeOf(ctx context.Context) string {
+	s, _ := ctx.Value(scopeKey{}).(string)
+	return s
+}

@@ -99,8 +99,8 @@ type Store struct {
 	busy  time.Duration
 	// writer holds one token while a Run or Sweep of this Store uses the
 	// database, so that this process's transactions queue in Go instead of
-	// polling SQLite's lock.
-	writer chan struct{}
+	// polling SQLite's lock, taking turns by scope.
+	writer turns
 	// done is closed by Close: Runs waiting for the writer token give up.
 	done    chan struct{}
 	closing atomic.Bool
@@ -278,7 +278,6 @@ func Open(path string, opts *Options) (*Store, error) {
 		retry:        kit.Retry{Store: "sqlite", MaxAttempts: o.MaxAttempts, Base: 100 * time.Microsecond, Cap: 20 * time.Millisecond},
 		busy:         busy,
 		checkpointAt: firstCheckpoint,
-		writer:       make(chan struct{}, 1),
 		done:         make(chan struct{}),
 	}
 	db, err := sql.Open("sqlite", dsn(path, s.busy))
@@ -344,16 +343,13 @@ func (s *Store) Close() error {
 	}
 	s.background.Stop()
 	close(s.done)
-	t := time.NewTimer(s.busy)
-	defer t.Stop()
 	var stuck error
-	select {
-	case s.writer <- struct{}{}: // held for good: nothing runs after Close
+	if s.writer.acquire(context.Background(), "", nil, s.busy) == nil { // held for good: nothing runs after Close
 		if s.w != nil {
 			s.w.close()
 			s.w = nil
 		}
-	case <-t.C:
+	} else {
 		// A Run stuck in fn: it will not commit (runOnce checks closing
 		// before COMMIT), and Close says so.
 		s.gaveUp.Store(true)
@@ -368,9 +364,10 @@ func (s *Store) Close() error {
 }
 
 // lock waits for this Store's writer token: this process's transactions
-// queue here, in order (each holds the token for one transaction only), for
-// as long as ctx allows and at most queueWait. A Run called from inside fn
-// would wait for itself: it fails at once.
+// queue here (each holds the token for one transaction only), taking turns
+// by the scope of ctx (backend.WithScope), for as long as ctx allows and at
+// most queueWait. A Run called from inside fn would wait for itself: it
+// fails at once.
 func (s *Store) lock(ctx context.Context) error {
 	if st, ok := ctx.Value(inRun{s}).(*runState); ok && st.active.Load() {
 		return errors.New("sqlite: Run called from inside fn of the same store (it would wait for itself)")
@@ -380,27 +377,19 @@ func (s *Store) lock(ctx context.Context) error {
 		return errClosedStore
 	default:
 	}
-	t := time.NewTimer(queueWait)
-	defer t.Stop()
-	select {
-	case <-s.done:
-		return errClosedStore
-	case s.writer <- struct{}{}:
-		select {
-		case <-s.done: // Close came first; select picked at random
-			<-s.writer
-			return errClosedStore
-		default:
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return errors.New("sqlite: waited a minute for this store's other transactions (is fn waiting for a Run of the same store?)")
+	if err := s.writer.acquire(ctx, backend.ScopeOf(ctx), s.done, queueWait); err != nil {
+		return err
 	}
+	select {
+	case <-s.done: // Close came first
+		s.writer.release()
+		return errClosedStore
+	default:
+	}
+	return nil
 }
 
-func (s *Store) unlock() { <-s.writer }
+func (s *Store) unlock() { s.writer.release() }
 
 // Run implements [idem.Store]. fn runs inside one BEGIN IMMEDIATE
 // transaction, which commits when fn returns nil and rolls back otherwise; a
