@@ -91,5 +91,5 @@ func flagSet(f *exserve.Flags, stderr io.Writer) *flag.FlagSet {
 
 // configOf is the server's Config as the flags set it.
 func configOf(f *exserve.Flags, log *slog.Logger) Config {
-	return Config{Log: log, TTL: f.TTL}
+	return Config{Log: log, TTL: f.TTL, MaxStoredBytes: f.MaxStoredBytes}
 }

@@ -117,10 +117,36 @@ func TestTTLFlagCommand(t *testing.T) {
 	checkTTL(t, cs)
 }
 
-// TestRetentionFlagsRefused: a -ttl or -sweep-every that is not positive
-// exits with status 2 before anything opens, naming the flag.
+// TestMaxStoredBytesFlag: the server the flags -max-stored-bytes 10
+// configure keeps at most 10 bytes of a user's answers: a call with an op
+// id, whose answer is larger, is refused quota_exceeded.
+func TestMaxStoredBytesFlag(t *testing.T) {
+	var f exserve.Flags
+	if err := f.Parse(flagSet(&f, io.Discard), []string{"-store", "memory:", "-max-stored-bytes", "10"}); err != nil {
+		t.Fatal(err)
+	}
+	s, done, err := f.OpenStore(t.Context(), slog.New(slog.DiscardHandler), "focus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	cs, err := idemtest.Connect(t.Context(), NewServer(s, configOf(&f, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_steps",
+		Arguments: map[string]any{"date": "2026-03-02", "steps": 100, "op_id": "op-bound"}})
+	if err != nil || !res.IsError || codeOf(res) != string(idem.CodeQuotaExceeded) {
+		t.Fatalf("add_steps under -max-stored-bytes 10: %v, code %q: %s; want quota_exceeded", err, codeOf(res), text(res))
+	}
+}
+
+// TestRetentionFlagsRefused: a -ttl or -sweep-every that is not positive,
+// or a negative -max-stored-bytes, exits with status 2 before anything
+// opens, naming the flag.
 func TestRetentionFlagsRefused(t *testing.T) {
-	for _, args := range [][]string{{"-ttl", "0s"}, {"-ttl", "-5m"}, {"-sweep-every", "0"}, {"-sweep-every", "-1s"}} {
+	for _, args := range [][]string{{"-ttl", "0s"}, {"-ttl", "-5m"}, {"-sweep-every", "0"}, {"-sweep-every", "-1s"}, {"-max-stored-bytes", "-1"}} {
 		dir := t.TempDir()
 		cmd := exec.Command(focusBinary(t), append(args, "-store", "sqlite:f.db")...)
 		cmd.Dir = dir
@@ -131,7 +157,7 @@ func TestRetentionFlagsRefused(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
 		}
-		if code != 2 || !strings.Contains(stderr.String(), args[0]+" must be above zero") {
+		if code != 2 || !strings.Contains(stderr.String(), args[0]+" must ") {
 			t.Errorf("%q: exit %d (%v), stderr %q; want 2 naming %s", args, code, err, stderr.String(), args[0])
 		}
 		if left, _ := os.ReadDir(dir); len(left) != 0 {

@@ -159,14 +159,15 @@ func scope(ctx context.Context, _ mcp.CallToolRequest) string {
 
 // NewServer returns the quickstart server on store s, which keeps each
 // answer for the Guard's default TTL, 24 hours.
-func NewServer(s idem.Store) *server.MCPServer { return newServer(s, 0) }
+func NewServer(s idem.Store) *server.MCPServer { return newServer(s, 0, 0) }
 
-// newServer is NewServer keeping each answer for ttl (0: the default), as
-// -ttl says.
-func newServer(s idem.Store, ttl time.Duration) *server.MCPServer {
+// newServer is NewServer keeping each answer for ttl (0: the default) and
+// at most maxStored bytes of one user's answers at once (0: no bound), as
+// -ttl and -max-stored-bytes say.
+func newServer(s idem.Store, ttl time.Duration, maxStored int64) *server.MCPServer {
 	srv := server.NewMCPServer("idemkit-quickstart", "v0.1.0")
 	// The server's settings, once: every tool and get_operation take them.
-	guard := mcpgo.New(s, &idem.Options{TTL: ttl, Tracer: otelidem.NewTracer(nil)}, &mcpgo.Options{Scope: scope})
+	guard := mcpgo.New(s, &idem.Options{TTL: ttl, MaxStoredBytes: maxStored, Tracer: otelidem.NewTracer(nil)}, &mcpgo.Options{Scope: scope})
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// mcp.NewTool would say true); set_budget replaces what was there,
 	// add_expense only adds. add_expense is for apps (its description then
@@ -234,7 +235,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeStore()
-	srv := newServer(s, f.TTL)
+	srv := newServer(s, f.TTL, f.MaxStoredBytes)
 
 	if f.Demo {
 		err = runDemo(ctx, srv, s, stdout)

@@ -140,13 +140,14 @@ func setBudget(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Bud
 
 // NewServer returns the quickstart server on store s, which keeps each
 // answer for the Guard's default TTL, 24 hours.
-func NewServer(s idem.Store) *mcp.Server { return newServer(s, 0) }
+func NewServer(s idem.Store) *mcp.Server { return newServer(s, 0, 0) }
 
-// newServer is NewServer keeping each answer for ttl (0: the default), as
-// -ttl says.
-func newServer(s idem.Store, ttl time.Duration) *mcp.Server {
+// newServer is NewServer keeping each answer for ttl (0: the default) and
+// at most maxStored bytes of one user's answers at once (0: no bound), as
+// -ttl and -max-stored-bytes say.
+func newServer(s idem.Store, ttl time.Duration, maxStored int64) *mcp.Server {
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(s, &idem.Options{TTL: ttl, Tracer: otelidem.NewTracer(nil)})
+	guard := idem.New(s, &idem.Options{TTL: ttl, MaxStoredBytes: maxStored, Tracer: otelidem.NewTracer(nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-quickstart", Version: "v0.1.0"}, nil)
 	// Both tools touch this server's store alone (openWorldHint: false;
 	// MCP reads an absent hint as true); set_budget replaces what was
@@ -204,7 +205,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeStore()
-	srv := newServer(s, f.TTL)
+	srv := newServer(s, f.TTL, f.MaxStoredBytes)
 
 	if f.Demo {
 		err = runDemo(ctx, srv, s, stdout)

@@ -31,7 +31,7 @@ func TestStoryDocumentsUnderTheLimit(t *testing.T) {
 	social := NewSocial()
 	hs := httptest.NewServer(social)
 	t.Cleanup(hs.Close)
-	a := newApp(s, newPoster(hs.URL), slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
+	a := newApp(s, newPoster(hs.URL), slog.New(slog.NewTextHandler(io.Discard, nil)), 0, 0)
 	e := &env{t: t, name: "memory", ctx: t.Context(), store: s, social: social, a: a, srv: a.server()}
 	cs := e.connect(t)
 	const slug = "long"

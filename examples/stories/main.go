@@ -92,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// MCP endpoint.
 		log.Info("social service started", "addr", strings.TrimPrefix(url, "http://"))
 	}
-	a := newApp(store, newPoster(*social), log, f.TTL)
+	a := newApp(store, newPoster(*social), log, f.TTL, f.MaxStoredBytes)
 
 	if f.Demo {
 		if err := runDemo(ctx, a, sv, stdout); err != nil {

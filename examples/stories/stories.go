@@ -237,16 +237,17 @@ type PostState struct {
 // app is the server: its store, where it posts, and how often each
 // handler ran (the demo prints it).
 type app struct {
-	store   idem.Store
-	effects *sideeffect.Effects // the post markers, in store
-	social  *poster
-	log     *slog.Logger
-	ttl     time.Duration // how long an answer is kept and replayed (0: 24 hours)
-	runs    map[string]*atomic.Int64
+	store     idem.Store
+	effects   *sideeffect.Effects // the post markers, in store
+	social    *poster
+	log       *slog.Logger
+	ttl       time.Duration // how long an answer is kept and replayed (0: 24 hours)
+	maxStored int64         // the bytes of answers one user keeps at once (0: no bound)
+	runs      map[string]*atomic.Int64
 }
 
-func newApp(s idem.Store, social *poster, log *slog.Logger, ttl time.Duration) *app {
-	a := &app{store: s, effects: sideeffect.New(s, nil), social: social, log: log, ttl: ttl, runs: map[string]*atomic.Int64{}}
+func newApp(s idem.Store, social *poster, log *slog.Logger, ttl time.Duration, maxStored int64) *app {
+	a := &app{store: s, effects: sideeffect.New(s, nil), social: social, log: log, ttl: ttl, maxStored: maxStored, runs: map[string]*atomic.Int64{}}
 	for _, t := range []string{"publish_story", "report_reproduction", "edit_story", "report_check", "get_story"} {
 		a.runs[t] = new(atomic.Int64)
 	}
@@ -266,7 +267,7 @@ func (a *app) ran(tool string) int64 {
 func (a *app) server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "idemkit-stories", Version: "v0.1.0"}, nil)
 	// The server's settings, once: every tool and get_operation take them.
-	guard := idem.New(a.store, &idem.Options{TTL: a.ttl, Logger: a.log, Tracer: otelidem.NewTracer(nil)})
+	guard := idem.New(a.store, &idem.Options{TTL: a.ttl, MaxStoredBytes: a.maxStored, Logger: a.log, Tracer: otelidem.NewTracer(nil)})
 	opts := func(keys ...string) []idem.Option {
 		return []idem.Option{idem.RecordKeys(keys...), idem.OpID()}
 	}

@@ -47,7 +47,7 @@ func newEnv(t *testing.T, name string) *env {
 	social := NewSocial()
 	hs := httptest.NewServer(social)
 	t.Cleanup(hs.Close)
-	a := newApp(s, newPoster(hs.URL), slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
+	a := newApp(s, newPoster(hs.URL), slog.New(slog.NewTextHandler(io.Discard, nil)), 0, 0)
 	return &env{t: t, name: name, ctx: ctx, store: s, social: social, a: a, srv: a.server()}
 }
 

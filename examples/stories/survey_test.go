@@ -11,6 +11,6 @@ import (
 
 // docs/survey.md says of each tool what the server lists.
 func TestSurveySaysWhatIsListed(t *testing.T) {
-	a := newApp(memory.New(nil), newPoster("http://127.0.0.1:1"), slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
+	a := newApp(memory.New(nil), newPoster("http://127.0.0.1:1"), slog.New(slog.NewTextHandler(io.Discard, nil)), 0, 0)
 	docscheck.Survey(t, a.server(), "examples/stories")
 }

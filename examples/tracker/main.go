@@ -90,6 +90,9 @@ type config struct {
 	Lease time.Duration // 0: a minute
 	Now   func() time.Time
 	Log   *slog.Logger
+	// MaxStoredBytes bounds the bytes of answers one user keeps at once
+	// (0: no bound).
+	MaxStoredBytes int64
 }
 
 // newApp makes the guard on store s and the API client of c.
@@ -101,7 +104,7 @@ func newApp(s idem.Store, c config) *app {
 		c.Now = time.Now
 	}
 	a := &app{api: newAPIClient(c.API, c.Token), lease: c.Lease, now: c.Now, schemas: mcp.NewSchemaCache()}
-	a.guard = idem.New(s, &idem.Options{TTL: c.TTL, Lease: c.Lease, Logger: c.Log, Now: c.Now, Tracer: otelidem.NewTracer(nil)})
+	a.guard = idem.New(s, &idem.Options{TTL: c.TTL, MaxStoredBytes: c.MaxStoredBytes, Lease: c.Lease, Logger: c.Log, Now: c.Now, Tracer: otelidem.NewTracer(nil)})
 	a.tools = a.guardedTools()
 	return a
 }
@@ -181,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.Demo {
 		err = runDemo(ctx, s, *lease, stdout, log)
 	} else {
-		err = serve(ctx, stop, log, s, &f, config{API: api, Token: os.Getenv("TRACKER_TOKEN"), TTL: f.TTL, Lease: *lease, Log: log})
+		err = serve(ctx, stop, log, s, &f, config{API: api, Token: os.Getenv("TRACKER_TOKEN"), TTL: f.TTL, MaxStoredBytes: f.MaxStoredBytes, Lease: *lease, Log: log})
 	}
 	if err != nil {
 		log.Error("stopped", "err", err)

@@ -30,10 +30,11 @@ type Flags struct {
 	NoSweep   bool // no background sweep of expired op records
 	Telemetry bool // print spans and metrics to the log
 
-	// Retention: how long an answer is kept, and how soon the store
-	// deletes it once expired.
-	TTL        time.Duration // the Guard's TTL (idem.Options.TTL): an answer is kept and replayed this long
-	SweepEvery time.Duration // the longest wait between two rounds of the store's background sweep
+	// Retention: how long an answer is kept, how soon the store deletes
+	// it once expired, and how many bytes of answers one user keeps.
+	TTL            time.Duration // the Guard's TTL (idem.Options.TTL): an answer is kept and replayed this long
+	SweepEvery     time.Duration // the longest wait between two rounds of the store's background sweep
+	MaxStoredBytes int64         // the Guard's idem.Options.MaxStoredBytes: the bytes of answers one user keeps at once (0: no bound)
 
 	defaultStore string
 	storeGiven   bool
@@ -84,26 +85,32 @@ func (f *Flags) FlagSet(name string, w io.Writer, defaultStore string, examples 
 	return fs
 }
 
-// The defaults of -ttl and -sweep-every: the Guard's TTL, and the stores'
-// longest wait between two rounds of their background sweep.
+// The defaults of -ttl, -sweep-every and -max-stored-bytes: the Guard's
+// TTL, the stores' longest wait between two rounds of their background
+// sweep, and the bytes of answers one user keeps at once (64 MiB).
 const (
-	defaultTTL        = 24 * time.Hour
-	defaultSweepEvery = time.Minute
+	defaultTTL            = 24 * time.Hour
+	defaultSweepEvery     = time.Minute
+	defaultMaxStoredBytes = 64 << 20
 )
 
-// retentionFlags registers -ttl and -sweep-every.
+// retentionFlags registers -ttl, -sweep-every and -max-stored-bytes.
 func (f *Flags) retentionFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.TTL, "ttl", defaultTTL, "how long a call's answer is kept and replayed to its repeats; a repeat after it runs again, and an identical call within it gets the first answer")
 	fs.DurationVar(&f.SweepEvery, "sweep-every", defaultSweepEvery, "the longest wait between two rounds of the background sweep that deletes expired answers (memory, SQLite, PostgreSQL; sooner while it finds many)")
+	fs.Int64Var(&f.MaxStoredBytes, "max-stored-bytes", defaultMaxStoredBytes, "the bytes of answers one user keeps at once, each counted until its -ttl ends; a call that would pass it is refused with quota_exceeded, saves nothing and is told when to retry, while replays are still answered (0: no bound)")
 }
 
-// checkRetention refuses a -ttl or -sweep-every that is not positive.
+// checkRetention refuses a -ttl or -sweep-every that is not positive, and
+// a negative -max-stored-bytes.
 func (f *Flags) checkRetention() error {
 	switch {
 	case f.TTL <= 0:
 		return errors.New("-ttl must be above zero: how long an answer is kept, such as 24h or 30m")
 	case f.SweepEvery <= 0:
 		return errors.New("-sweep-every must be above zero: the longest wait between two rounds of the sweep, such as 1m (-no-sweep turns the sweep off)")
+	case f.MaxStoredBytes < 0:
+		return errors.New("-max-stored-bytes must not be negative: the bytes of answers one user keeps at once (0: no bound)")
 	}
 	return nil
 }

@@ -14,36 +14,48 @@ import (
 )
 
 // -ttl and -sweep-every default to the Guard's TTL and the stores' pace,
-// take a duration, and are in -h.
+// and -max-stored-bytes to 64 MiB; 0 turns the bound off; all three are
+// in -h.
 func TestRetentionFlags(t *testing.T) {
 	f, _, err := parse()
-	if err != nil || f.TTL != 24*time.Hour || f.SweepEvery != time.Minute {
-		t.Fatalf("defaults: -ttl %v, -sweep-every %v, %v; want 24h and 1m", f.TTL, f.SweepEvery, err)
+	if err != nil || f.TTL != 24*time.Hour || f.SweepEvery != time.Minute || f.MaxStoredBytes != 64<<20 {
+		t.Fatalf("defaults: -ttl %v, -sweep-every %v, -max-stored-bytes %d, %v; want 24h, 1m and 67108864", f.TTL, f.SweepEvery, f.MaxStoredBytes, err)
 	}
-	f, _, err = parse("-ttl", "90s", "-sweep-every", "250ms")
-	if err != nil || f.TTL != 90*time.Second || f.SweepEvery != 250*time.Millisecond {
-		t.Fatalf("-ttl 90s -sweep-every 250ms: %v, %v, %v", f.TTL, f.SweepEvery, err)
+	f, _, err = parse("-ttl", "90s", "-sweep-every", "250ms", "-max-stored-bytes", "1000000")
+	if err != nil || f.TTL != 90*time.Second || f.SweepEvery != 250*time.Millisecond || f.MaxStoredBytes != 1_000_000 {
+		t.Fatalf("-ttl 90s -sweep-every 250ms -max-stored-bytes 1000000: %v, %v, %d, %v", f.TTL, f.SweepEvery, f.MaxStoredBytes, err)
+	}
+	if f, _, err = parse("-max-stored-bytes", "0"); err != nil || f.MaxStoredBytes != 0 {
+		t.Fatalf("-max-stored-bytes 0 (no bound): %d, %v", f.MaxStoredBytes, err)
 	}
 	_, help, _ := parse("-h")
-	for _, want := range []string{"-ttl duration", "(default 24h0m0s)", "-sweep-every duration", "(default 1m0s)"} {
+	for _, want := range []string{"-ttl duration", "(default 24h0m0s)", "-sweep-every duration", "(default 1m0s)",
+		"-max-stored-bytes int", "quota_exceeded", "when to retry", "(default 67108864)"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("-h lacks %q", want)
 		}
 	}
 }
 
-// A -ttl or -sweep-every that is not positive is refused before anything
-// opens, naming the flag.
+// A -ttl or -sweep-every that is not positive, or a negative
+// -max-stored-bytes, is refused before anything opens, naming the flag.
 func TestRetentionFlagsRefuse(t *testing.T) {
-	for _, args := range [][]string{
-		{"-ttl", "0"},
-		{"-ttl", "-1h"},
-		{"-sweep-every", "0s"},
-		{"-sweep-every", "-1m"},
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-ttl", "0"}, "-ttl must be above zero"},
+		{[]string{"-ttl", "-1h"}, "-ttl must be above zero"},
+		{[]string{"-sweep-every", "0s"}, "-sweep-every must be above zero"},
+		{[]string{"-sweep-every", "-1m"}, "-sweep-every must be above zero"},
+		{[]string{"-max-stored-bytes", "-1"}, "-max-stored-bytes must not be negative"},
+		{[]string{"-max-stored-bytes", "-4096"}, "-max-stored-bytes must not be negative"},
 	} {
-		_, _, err := parse(args...)
-		if err == nil || !strings.Contains(err.Error(), args[0]+" must be above zero") {
-			t.Errorf("%q: %v, want a refusal naming %s", args, err, args[0])
+		_, _, err := parse(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want a refusal naming %s", c.args, err, c.args[0])
+		} else if c.args[0] == "-max-stored-bytes" && strings.Contains(err.Error(), strings.TrimPrefix(c.args[1], "-")) {
+			t.Errorf("%q: the refusal %q repeats the value", c.args, err)
 		}
 	}
 }
