@@ -20,9 +20,11 @@
 // the full pgx interface, and As sends BEGIN first if nothing has yet.
 //
 // The Store is an [backend.Reader]: Read answers a replay with one SELECT
-// outside any transaction. A Create with [backend.CreateAtCommit] goes out with
-// the COMMIT and fails the attempt with idem.ErrConflict if a live document
-// is there by then.
+// outside any transaction. Creates and Puts go out with the next statement
+// or the COMMIT, so a call that creates its documents and its op record
+// costs one round trip; a Create is still told idem.ErrExists (see Run). A
+// Create with [backend.CreateAtCommit] fails the attempt with
+// idem.ErrConflict if a live document is there by the COMMIT.
 //
 // Documents live in one table, <prefix>idem_docs, with a jsonb document, a
 // version and an expires_at column and a primary key on (collection, id).
@@ -217,6 +219,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 // second one is returned as it is, not as a conflict: no concurrent writer
 // caused it.
 //
+// A Create returns at once and goes out later, with fn's next statement or
+// the COMMIT, unless this transaction wrote the key or found it live, or fn
+// holds the native pgx.Tx (see As). If it meets a live document, the attempt
+// fails and Run calls fn again at once; this time that Create goes out at
+// once and returns idem.ErrExists. If fn returns an error while such a
+// Create waits, Run sends it first, and calls fn again if it meets a live
+// document. So fn is told ErrExists as if every Create went out at once;
+// telling it costs one more attempt.
+//
 // Once fn has returned nil the commit is not cancelled with ctx. If the
 // connection fails while the commit is in flight, Run returns an error
 // wrapping idem.ErrUnknownOutcome: the transaction may or may not have
@@ -251,12 +262,13 @@ func (s *Store) run(ctx context.Context, begin string, fn func(ctx context.Conte
 	s.calls.Add(1)
 	defer s.calls.Add(-1)
 	failed, uniques := 0, 0 // attempts failed, unique violations met
-	err := s.retry.Do(ctx, func() error { return s.attempt(ctx, begin, fn) }, func(err error) kit.Next {
+	r := &runState{}
+	err := s.retry.Do(ctx, func() error { return s.attempt(ctx, r, begin, fn) }, func(err error) kit.Next {
 		failed++
 		if !retryable(err) {
 			return kit.Stop
 		}
-		if uniqueViolation(err) != nil {
+		if uniqueViolation(err) != nil && !errors.Is(err, errLiveDocument) {
 			// A create race in fn's own tables is settled by one more
 			// attempt, which reads the winner's row. A violation that
 			// comes back was not a race (an email already taken): it is
@@ -279,7 +291,7 @@ func (s *Store) run(ctx context.Context, begin string, fn func(ctx context.Conte
 	return poolerHint(err)
 }
 
-func (s *Store) attempt(ctx context.Context, begin string, fn func(ctx context.Context, tx backend.Tx) error) error {
+func (s *Store) attempt(ctx context.Context, r *runState, begin string, fn func(ctx context.Context, tx backend.Tx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: acquiring a connection: %w", err)
@@ -287,20 +299,20 @@ func (s *Store) attempt(ctx context.Context, begin string, fn func(ctx context.C
 	// Release closes the connection instead of pooling it if it is still
 	// in a transaction, so a failed rollback leaks nothing.
 	defer c.Release()
-	t, err := s.attemptOn(ctx, c.Conn(), begin, fn)
+	t, err := s.attemptOn(ctx, c.Conn(), r, begin, fn)
 	// The error fn returned may hide the statement error (a closed
 	// pgx.Tx after a failed BEGIN): t.failed has it.
 	if s.forgetStale(ctx, c.Conn(), err, t.failed) {
 		// Once more, on this connection, which prepares them again.
-		_, err = s.attemptOn(ctx, c.Conn(), begin, fn)
+		_, err = s.attemptOn(ctx, c.Conn(), r, begin, fn)
 	}
 	return err
 }
 
 // attemptOn runs fn in one transaction on conn and commits it, or rolls it
 // back; conn is idle again when it returns.
-func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, begin string, fn func(ctx context.Context, tx backend.Tx) error) (t *tx, err error) {
-	t = &tx{s: s, ctx: ctx, conn: conn, begin: begin, absent: make(map[backend.Key]time.Time)}
+func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, r *runState, begin string, fn func(ctx context.Context, tx backend.Tx) error) (t *tx, err error) {
+	t = &tx{s: s, ctx: ctx, conn: conn, begin: begin, absent: make(map[backend.Key]time.Time), run: r}
 	defer func() {
 		if r := recover(); r != nil {
 			t.gate.Close()
@@ -311,6 +323,7 @@ func (s *Store) attemptOn(ctx context.Context, conn *pgx.Conn, begin string, fn 
 	err = fn(ctx, t)
 	t.gate.Close()
 	if err != nil {
+		err = t.fnFailed(ctx, err)
 		t.rollback(ctx)
 		return t, err
 	}

@@ -15,14 +15,19 @@ type queries struct {
 
 	get    string // $1 collection, $2 id -> version, doc, expires_at
 	create string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 now -> version; no row: a live document is there
-	// createOrFail is create for a Create sent with the commit: instead of
-	// returning no row it fails, which aborts the transaction before its
-	// COMMIT runs.
+	// createOrFail is create for a Create sent later, with the next
+	// statement or the commit: instead of returning no row it fails
+	// (22012), which aborts the transaction before its COMMIT runs. It
+	// returns no row.
 	createOrFail string
-	put          string // $1 collection, $2 id, $3 doc, $4 expires_at
-	update       string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 version, $6 now -> version
-	delete       string // $1 collection, $2 id, $3 version (0: any), $4 now -> version
-	sweep        string // $1 now, $2 from (an expiry), $3 limit -> deleted, largest expiry deleted
+	// insert is a Create sent later of a document without expiry, when
+	// this tx knows nothing of the key: a plain INSERT, cheaper than
+	// ON CONFLICT, which fails (23505) on any row there, live or expired.
+	insert string // $1 collection, $2 id, $3 doc
+	put    string // $1 collection, $2 id, $3 doc, $4 expires_at
+	update string // $1 collection, $2 id, $3 doc, $4 expires_at, $5 version, $6 now -> version
+	delete string // $1 collection, $2 id, $3 version (0: any), $4 now -> version
+	sweep  string // $1 now, $2 from (an expiry), $3 limit -> deleted, largest expiry deleted
 
 	// names holds, for each statement a transaction sends (BEGIN and
 	// COMMIT included), the name it is prepared under on a connection.
@@ -70,11 +75,17 @@ ON CONFLICT (collection, id) DO UPDATE
 SET version = EXCLUDED.version, doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at
 WHERE d.expires_at IS NOT NULL AND d.expires_at <= $5
 RETURNING version`)
-	// 1/0 when the insert wrote no row: division_by_zero (22012) at run
-	// time; the divisor is an aggregate over the CTE, so the planner
-	// cannot fold it. One output column: nothing reads the version.
-	q.createOrFail = `WITH w AS (` + q.create + `)
-SELECT 1 / count(*) FROM w`
+	// A live row is divided by zero: division_by_zero (22012) at run
+	// time, since the dividend is a column of the row, which the planner
+	// cannot fold, and CASE evaluates only the branch it takes. One
+	// statement, without RETURNING: in a pipeline it costs less than
+	// create wrapped in a query that fails on no row.
+	q.createOrFail = r.Replace(`INSERT INTO {t} AS d (collection, id, version, doc, expires_at)
+VALUES ($1, $2, {next}, $3, $4)
+ON CONFLICT (collection, id) DO UPDATE
+SET version = CASE WHEN d.expires_at IS NOT NULL AND d.expires_at <= $5 THEN EXCLUDED.version ELSE d.version / 0 END,
+	doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at`)
+	q.insert = r.Replace(`INSERT INTO {t} (collection, id, version, doc) VALUES ($1, $2, {next}, $3)`)
 	q.put = r.Replace(`INSERT INTO {t} (collection, id, version, doc, expires_at)
 VALUES ($1, $2, {next}, $3, $4)
 ON CONFLICT (collection, id) DO UPDATE
@@ -102,7 +113,7 @@ RETURNING version`)
 )
 SELECT count(*), max(expires_at) FROM gone`)
 	q.names = make(map[string]string)
-	for _, sql := range []string{q.get, q.create, q.createOrFail, q.put, q.update, q.delete, beginSQL, beginReadOnlySQL, commitSQL} {
+	for _, sql := range []string{q.get, q.create, q.createOrFail, q.insert, q.put, q.update, q.delete, beginSQL, beginReadOnlySQL, commitSQL} {
 		sum := sha256.Sum256([]byte(sql))
 		q.names[sql] = "idemkit_" + hex.EncodeToString(sum[:8])
 	}

@@ -16,11 +16,10 @@ import (
 )
 
 // tx is one attempt's transaction. Statements are pipelined: BEGIN goes out
-// with the first statement, and writes whose outcome fn does not need yet (a
-// Put, or a Create of a key this tx has just seen absent) wait and go out
-// with the next statement or with the COMMIT. So the usual op-record shape
-// (read the record, run the handler, create the record) costs no round trip
-// beyond the handler's own.
+// with the first statement, and a Put or a Create waits and goes out with
+// the next statement or with the COMMIT (a Create still tells fn
+// ErrExists: see Create). So a call that creates its documents and its op
+// record costs one round trip: BEGIN, the creates and COMMIT.
 type tx struct {
 	s    *Store
 	ctx  context.Context // Run's context, for As, which has none
@@ -39,6 +38,22 @@ type tx struct {
 	// transaction it either succeeds or fails the transaction (see
 	// queries.createOrFail), so it cannot find a live document instead.
 	absent map[backend.Key]time.Time
+	// known holds the keys this tx wrote or found live: a Create of one
+	// goes out at once, so that fn, which may count on what it saw, is
+	// told ErrExists in this attempt.
+	known map[backend.Key]bool
+
+	// run is what the attempts of one Run share.
+	run *runState
+}
+
+// runState is what one Run's attempts share.
+type runState struct {
+	// taken holds the keys where a Create sent later met a document in
+	// an earlier attempt. The attempt failed, so that fn runs again; this
+	// time a Create of such a key goes out at once, and returns ErrExists
+	// to fn if a live document is still there.
+	taken map[backend.Key]bool
 }
 
 // pending is one statement and what to do with its result. scan must return
@@ -49,12 +64,17 @@ type pending struct {
 	args []any
 	scan func(pgx.Row) error     // nil: no result row wanted
 	exec func(pgconn.CommandTag) // nil: no command tag wanted
+	// promise: a Create that returned nil to fn before it was sent,
+	// which an attempt that ends with fn's error must check (see
+	// fnFailed).
+	promise bool
 }
 
-// errLiveDocument: a Create sent with the commit found a live document. The
-// retry reads it, so Run retries at once instead of backing off: there is
-// no contention to wait out.
-var errLiveDocument = errors.New("a live document was there")
+// errLiveDocument: a Create sent later found a document there (live, or
+// for queries.insert perhaps expired). The retry sends that Create at once,
+// or reads the key first, so Run retries at once instead of backing off:
+// there is no contention to wait out.
+var errLiveDocument = errors.New("a document was there")
 
 // send sends the queued writes and then last (if not nil) in one round trip,
 // beginning the transaction first if it has not begun.
@@ -344,6 +364,7 @@ func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, 
 		t.absent[k] = now
 		return 0, backend.ErrNotFound
 	}
+	t.know(k)
 	if dst != nil {
 		if err := decodeDoc(doc, dst); err != nil {
 			return 0, err
@@ -352,6 +373,52 @@ func (t *tx) Get(ctx context.Context, k backend.Key, dst any) (backend.Version, 
 	return backend.Version(v), nil
 }
 
+// later reports whether a Create of k, absent as a Get of this tx found it
+// or not, and with backend.CreateAtCommit or not, is sent later, and
+// whether it is then a promise (see Create).
+func (t *tx) later(k backend.Key, absent, atCommit bool) (later, promise bool) {
+	switch {
+	case absent:
+		return true, false
+	case t.run.taken[k]:
+		return false, false
+	case atCommit:
+		return true, false
+	case t.native, t.known[k], len(t.run.taken) > 0:
+		// After a Create sent later met a document, the rest of the
+		// Run sends its Creates at once: a pipeline stops at its first
+		// failure, so each taken key found later would cost an attempt.
+		return false, false
+	}
+	return true, true
+}
+
+// know notes that fn knows the state of k: this tx wrote it, or found it
+// live.
+func (t *tx) know(k backend.Key) {
+	delete(t.absent, k)
+	if t.known == nil {
+		t.known = make(map[backend.Key]bool)
+	}
+	t.known[k] = true
+}
+
+// Create sends its write later, with the next statement or the COMMIT, and
+// returns nil at once, unless this tx wrote k or found it live, fn holds
+// the native pgx.Tx (whose statements do not send the waiting writes), or
+// an earlier attempt of this Run had a Create sent later meet a document.
+// Then it sends the write now, and returns ErrExists if a live document is
+// there.
+//
+// A Create sent later that meets a document fails the statement it goes
+// with (mapped to ErrConflict), and the transaction with it, and marks k
+// taken: fn runs again, and its Creates then go out at once. So fn is told
+// ErrExists as if every Create went out at once, in the attempt that
+// commits and in one that ends with fn's error (fnFailed). A Create with
+// backend.CreateAtCommit is sent later unless k is taken, and a Create of a
+// key a Get of this tx found not live always is: in a SERIALIZABLE
+// transaction it either succeeds or fails the transaction, so it cannot
+// find a live document instead.
 func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend.WriteOption) error {
 	b, err := t.checkWrite(k, doc)
 	if err != nil {
@@ -360,34 +427,39 @@ func (t *tx) Create(ctx context.Context, k backend.Key, doc any, opts ...backend
 	o := backend.ApplyWriteOptions(opts)
 	exp := expiryArg(o)
 	seen, absent := t.absent[k]
-	if absent || o.AtCommit {
+	if later, promise := t.later(k, absent, o.AtCommit); later {
 		if t.failed != nil {
 			return fmt.Errorf("postgres: transaction aborted by an earlier error: %w", t.failed)
 		}
-		delete(t.absent, k)
+		t.know(k)
 		// Judge expiry by the clock reading the Get used, so the row the
-		// Get saw as expired is still replaceable; with AtCommit and no
-		// such Get, by the clock at this call.
+		// Get saw as expired is still replaceable; without such a Get,
+		// by the clock at this call.
 		if !absent {
 			seen = t.s.opts.Now()
 		}
-		// Sent with the next statement or the COMMIT: a live document
-		// there by then fails the statement (22012, mapped to
-		// ErrConflict) and the transaction with it.
-		t.queue = append(t.queue, pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.StoredID(), b, exp, seen},
-			scan: func(row pgx.Row) error {
-				var one int64
-				err := row.Scan(&one)
-				var pe *pgconn.PgError
-				if errors.As(err, &pe) && pe.Code == "22012" {
-					// The guard's division: the insert wrote no row, a
-					// live document is there. The attempt lost a race.
-					return fmt.Errorf("%w: %w: %w", backend.ErrConflict, errLiveDocument, err)
-				}
-				return err
-			}})
+		p := pending{sql: t.s.q.createOrFail, args: []any{k.Collection, k.StoredID(), b, exp, seen}, promise: promise}
+		there := "22012" // the guard's division: a live document is there
+		if promise && exp == nil {
+			// A document there is most likely live, and one that
+			// expired costs an attempt: the next one replaces it.
+			p.sql, p.args, there = t.s.q.insert, p.args[:3], "23505"
+		}
+		p.scan = func(row pgx.Row) error {
+			err := row.Scan()
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // written: the statement returns no row
+			}
+			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == there {
+				t.run.take(k)
+				return fmt.Errorf("%w: %w: %w", backend.ErrConflict, errLiveDocument, err)
+			}
+			return err
+		}
+		t.queue = append(t.queue, p)
 		return nil
 	}
+	t.know(k)
 	created := false
 	err = t.send(ctx, &pending{sql: t.s.q.create, args: []any{k.Collection, k.StoredID(), b, exp, t.s.opts.Now()},
 		scan: func(row pgx.Row) error {
@@ -416,7 +488,7 @@ func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.Wr
 	if t.failed != nil {
 		return fmt.Errorf("postgres: transaction aborted by an earlier error: %w", t.failed)
 	}
-	delete(t.absent, k)
+	t.know(k)
 	// A Put has no condition and no result: it goes out with the next
 	// statement or the commit.
 	t.queue = append(t.queue, pending{sql: t.s.q.put, args: []any{k.Collection, k.StoredID(), b, expiry(opts)}})
@@ -426,7 +498,7 @@ func (t *tx) Put(ctx context.Context, k backend.Key, doc any, opts ...backend.Wr
 // written runs a conditional write returning the new version, and on no row
 // tells ErrNotFound from ErrConflict.
 func (t *tx) written(ctx context.Context, k backend.Key, p *pending) error {
-	delete(t.absent, k)
+	t.know(k)
 	done := false
 	p.scan = func(row pgx.Row) error {
 		var v int64
@@ -477,10 +549,11 @@ func (t *tx) Delete(ctx context.Context, k backend.Key, v backend.Version) error
 // Querier). With a *pgx.Tx target, As begins the transaction now (sending
 // BEGIN and the waiting writes, a round trip if nothing was sent yet) and
 // sets it to the pgx.Tx; statements sent through it see the Tx's writes made
-// before As. If the transaction could not begin (the connection failed,
-// BEGIN was refused) or an earlier statement aborted it, the pgx.Tx As sets
-// fails every statement with that error, so the handler meets the reason. As reports false for other
-// targets and after fn returned.
+// before As, and its Creates made after As, which then go out at once. If
+// the transaction could not begin (the connection failed, BEGIN was
+// refused) or an earlier statement aborted it, the pgx.Tx As sets fails
+// every statement with that error, so the handler meets the reason. As
+// reports false for other targets and after fn returned.
 func (t *tx) As(target any) bool {
 	if t.gate.Closed() {
 		return false
@@ -509,6 +582,36 @@ func (t *tx) As(target any) bool {
 		return true
 	}
 	return false
+}
+
+// take marks k taken: its Create, sent later, met a document.
+func (r *runState) take(k backend.Key) {
+	if r.taken == nil {
+		r.taken = make(map[backend.Key]bool)
+	}
+	r.taken[k] = true
+}
+
+// promised reports whether a Create that fn was told succeeded waits to be
+// sent.
+func (t *tx) promised() bool {
+	return slices.ContainsFunc(t.queue, func(p pending) bool { return p.promise })
+}
+
+// fnFailed returns what an attempt whose fn returned err returns. fn may
+// have come to err believing a Create succeeded that was not sent: such a
+// Create is sent first. If it, or a Create sent earlier in the attempt,
+// met a document, the attempt fails as a lost race and fn runs again, told
+// ErrExists this time; fn's error came of a Create that did not happen,
+// and is not returned.
+func (t *tx) fnFailed(ctx context.Context, err error) error {
+	if t.failed == nil && t.promised() {
+		_ = t.send(ctx, nil) // sets t.failed
+	}
+	if errors.Is(t.failed, errLiveDocument) {
+		return fmt.Errorf("postgres: a Create sent later met a document: %w", t.failed)
+	}
+	return err
 }
 
 // commit sends the queued writes and COMMIT in one round trip.
