@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,8 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/internal/storeurl/storekind"
+	"github.com/idemkit/sdk/internal/storeurl/storeurltest"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
@@ -58,11 +61,51 @@ func (h *holding) releaseAfter(d time.Duration) {
 // holdingServer is testServer with the tool hold as well.
 func holdingServer(t testing.TB) (*mcp.Server, *atomic.Int64, *holding) {
 	t.Helper()
+	return holdingServerOn(freshSQLite(t))
+}
+
+// freshSQLite is a new SQLite store in t's temporary directory, closed
+// when t ends.
+func freshSQLite(t testing.TB) idem.Store {
+	t.Helper()
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "t.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// postgresNeeds is what store=postgres needs, for the message of its skip.
+const postgresNeeds = "PostgreSQL runs with -tags postgres and IDEMKIT_POSTGRES_URL set, as in: ./scripts/with-postgres.sh go test -tags postgres -run '^$' -bench Flood ./examples/internal/exserve"
+
+// postgresReady reports whether this build links PostgreSQL and
+// IDEMKIT_POSTGRES_URL names a server.
+func postgresReady() bool {
+	return storekind.Linked("postgres") && os.Getenv("IDEMKIT_POSTGRES_URL") != ""
+}
+
+// freshPostgres is a new PostgreSQL store, opened the way -store
+// postgres://... opens one (pgxpool's default pool), in tables no other
+// store of this test run shares, closed when t ends. It skips t unless
+// this build links PostgreSQL and IDEMKIT_POSTGRES_URL names a server.
+func freshPostgres(t testing.TB) idem.Store {
+	t.Helper()
+	if !postgresReady() {
+		t.Skip(postgresNeeds)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, closeStore, err := storekind.Open(ctx, storeurltest.Fresh(t, "postgres"), storekind.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeStore)
+	return s
+}
+
+// holdingServerOn is holdingServer on the store s.
+func holdingServerOn(s idem.Store) (*mcp.Server, *atomic.Int64, *holding) {
 	runs := new(atomic.Int64)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
 	idem.AddTool(srv, &mcp.Tool{Name: "put", Description: "Write a note."}, s,
@@ -209,38 +252,57 @@ func floods() []flood {
 	}
 }
 
+// floodStores are the stores BenchmarkFlood runs its server on, each
+// opening a fresh one: SQLite, and PostgreSQL where it can (freshPostgres).
+var floodStores = []struct {
+	name string
+	open func(testing.TB) idem.Store
+}{{"sqlite", freshSQLite}, {"postgres", freshPostgres}}
+
 // BenchmarkFlood times user b's calls, one at a time, a read (get) and a
 // write (put) in turn, first alone and then while user a floods the
-// server (see floods), on SQLite: with the limits off, with the per-user
-// limits alone and refusals answered at once ("per-user"), and with
-// DefaultLimits and RefusalPause. It reports b's p50 and p99 under the
-// flood as multiples of his p50 and p99 alone, for each tool, his p99
-// alone in ms, and the calls of a's that ran each second. b.N is the
-// number of b's calls of each tool, alone and under the flood:
+// server (see floods), on each of floodStores: with the limits off, with
+// the per-user limits alone and refusals answered at once ("per-user"),
+// and with DefaultLimits and RefusalPause. It reports b's p50 and p99
+// under the flood as multiples of his p50 and p99 alone, for each tool,
+// his p99 alone in ms, the time of one of a's requests alone in ms, and
+// the calls of a's that ran each second. b.N is the number of b's calls
+// of each tool, alone and under the flood. Each sub-benchmark has a store
+// of its own. PostgreSQL is skipped unless the test binary is built with
+// -tags postgres and IDEMKIT_POSTGRES_URL is set; its pool is pgxpool's
+// default, or what pool_max_conns in that URL says:
 //
 //	go test -run '^$' -bench Flood -benchtime 200x ./examples/internal/exserve
+//	./scripts/with-postgres.sh go test -tags postgres -run '^$' -bench Flood -benchtime 200x ./examples/internal/exserve
 func BenchmarkFlood(b *testing.B) {
 	perUser := DefaultLimits()
 	perUser.MaxCallsTotal = 0
-	for _, fl := range floods() {
-		for _, c := range []struct {
-			name  string
-			lim   Limits
-			pause time.Duration
-		}{{"off", Limits{}, 0}, {"per-user", perUser, 0}, {"default", DefaultLimits(), RefusalPause}} {
-			b.Run(fl.name+"/limits="+c.name, func(b *testing.B) {
-				rf := testRefusals(discardLog(), noop.NewMeterProvider())
-				rf.pause = c.pause
-				benchFlood(b, fl, c.lim, rf)
-			})
-		}
+	for _, st := range floodStores {
+		b.Run("store="+st.name, func(b *testing.B) {
+			if st.name == "postgres" && !postgresReady() { // skipped once, not in each of its sub-benchmarks
+				b.Skip(postgresNeeds)
+			}
+			for _, fl := range floods() {
+				for _, c := range []struct {
+					name  string
+					lim   Limits
+					pause time.Duration
+				}{{"off", Limits{}, 0}, {"per-user", perUser, 0}, {"default", DefaultLimits(), RefusalPause}} {
+					b.Run(fl.name+"/limits="+c.name, func(b *testing.B) {
+						rf := testRefusals(discardLog(), noop.NewMeterProvider())
+						rf.pause = c.pause
+						benchFlood(b, st.open(b), fl, c.lim, rf)
+					})
+				}
+			}
+		})
 	}
 }
 
-// benchFlood plays fl against b's calls on a server with lim, refusing
-// through rf.
-func benchFlood(b *testing.B, fl flood, lim Limits, rf *refusals) {
-	srv, runs := testServer(b)
+// benchFlood plays fl against b's calls on a server on s with lim,
+// refusing through rf.
+func benchFlood(b *testing.B, s idem.Store, fl flood, lim Limits, rf *refusals) {
+	srv, runs, _ := holdingServerOn(s)
 	url, _ := startServerWith(b, srv, lim, rf)
 	// b's own connection, as another client's would be.
 	bc := &http.Client{Transport: &http.Transport{}}
@@ -274,6 +336,16 @@ func benchFlood(b *testing.B, fl flood, lim Limits, rf *refusals) {
 	}
 	measure() // warm up
 	restReads, restPuts := measure()
+	// One of a's requests alone, the yardstick of a flood of large calls:
+	// the median of five, from a worker number no flood worker has.
+	var alone []time.Duration
+	for i := range 5 {
+		t0 := time.Now()
+		if _, _, err := post(ac, url, "tok-a", fl.version, fl.body(fl.workers, i)); err != nil {
+			b.Fatalf("a's request alone: %v", err)
+		}
+		alone = append(alone, time.Since(t0))
+	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -310,5 +382,6 @@ func benchFlood(b *testing.B, fl flood, lim Limits, rf *refusals) {
 	b.ReportMetric(pct(puts, 99)/pct(restPuts, 99), "write-p99-x")
 	b.ReportMetric(pct(restReads, 99)/float64(time.Millisecond), "rest-read-p99-ms")
 	b.ReportMetric(pct(restPuts, 99)/float64(time.Millisecond), "rest-write-p99-ms")
+	b.ReportMetric(pct(alone, 50)/float64(time.Millisecond), "a-alone-ms")
 	b.ReportMetric(float64(ran)/elapsed.Seconds(), "a-calls/s")
 }
