@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/backend"
 	"github.com/idemkit/sdk/internal/oprecord"
+	"github.com/idemkit/sdk/internal/storebench"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
 )
@@ -29,10 +30,10 @@ var benchSeq atomic.Int64
 // other work, wall time per op grows with the load; CPU time much less.
 type cpuMeter time.Duration
 
-func startCPU() cpuMeter { return cpuMeter(processCPU()) }
+func startCPU() cpuMeter { return cpuMeter(storebench.ProcessCPU()) }
 
 func (m cpuMeter) report(b *testing.B) {
-	if now := processCPU(); now > 0 && b.N > 0 {
+	if now := storebench.ProcessCPU(); now > 0 && b.N > 0 {
 		b.ReportMetric(float64(now-time.Duration(m))/float64(b.N), "cpu-ns/op")
 	}
 }

@@ -12,6 +12,7 @@ package idem
 import (
 	"encoding/json"
 	"regexp"
+	"regexp/syntax"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -36,6 +37,9 @@ type fastSchema struct {
 	minLen    int
 	maxLen    int // -1: none
 	pattern   *regexp.Regexp
+	// lo and hi, when lo is not 0, are what pattern says in the form
+	// ^[lo-hi]+$ (the op_id property's), checked without the regexp.
+	lo, hi byte
 }
 
 type jsonTypes uint8
@@ -151,6 +155,7 @@ func compileFast(v any) *fastSchema {
 				return unsupported
 			}
 			fs.pattern = re
+			fs.lo, fs.hi = byteRun(p)
 		default:
 			return unsupported
 		}
@@ -253,7 +258,50 @@ func (fs *fastSchema) stringOK(s []byte) bool {
 			return false
 		}
 	}
-	return len(s) >= fs.minLen && (fs.maxLen < 0 || len(s) <= fs.maxLen) && (fs.pattern == nil || fs.pattern.Match(s))
+	return len(s) >= fs.minLen && (fs.maxLen < 0 || len(s) <= fs.maxLen) && fs.matches(s)
+}
+
+// matches reports whether s, printable ASCII, matches the pattern, if any.
+func (fs *fastSchema) matches(s []byte) bool {
+	switch {
+	case fs.pattern == nil:
+		return true
+	case fs.lo != 0:
+		// For a UUID op id (its pattern is ^[!-~]+$) the regexp takes
+		// 0.9 µs, this 60 ns: 5% of a replay's CPU on SQLite
+		// (BenchmarkMiddleware/sqlite/wrapped-replay with a UUID op id,
+		// twelve paired rounds).
+		for _, c := range s {
+			if c < fs.lo || c > fs.hi {
+				return false
+			}
+		}
+		return len(s) > 0
+	}
+	return fs.pattern.Match(s)
+}
+
+// byteRun returns lo and hi when the regular expression p matches exactly
+// the non-empty strings of the bytes lo to hi, both printable ASCII (p is
+// ^[lo-hi]+$, or a pattern that means the same), and 0, 0 otherwise.
+func byteRun(p string) (lo, hi byte) {
+	re, err := syntax.Parse(p, syntax.Perl) // as regexp.Compile parses it
+	if err != nil {
+		return 0, 0
+	}
+	re = re.Simplify()
+	if re.Op != syntax.OpConcat || len(re.Sub) != 3 || re.Sub[0].Op != syntax.OpBeginText || re.Sub[2].Op != syntax.OpEndText {
+		return 0, 0
+	}
+	plus := re.Sub[1]
+	if plus.Op != syntax.OpPlus || plus.Sub[0].Op != syntax.OpCharClass || len(plus.Sub[0].Rune) != 2 {
+		return 0, 0
+	}
+	r := plus.Sub[0].Rune
+	if r[0] < 0x20 || r[1] > 0x7e || r[0] > r[1] {
+		return 0, 0
+	}
+	return byte(r[0]), byte(r[1])
 }
 
 // number checks the number starting at b[i]: sure only of one without an

@@ -98,6 +98,7 @@ func FuzzFastCheck(f *testing.F) {
 		`{"a":"abcdé"}`, // 6 bytes, 5 code points: within maxLength 5
 		`{"a":"abc","b":null}`, `{"a":"abc","b":2.0}`, `{"a":"abc","b":"2"}`,
 		`{"o":{"x":1.5},"l":["abc","d"]}`, `{"o":{"x":-0.25},"l":[]}`, `{"o":{}}`,
+		`{"o":{"x":1},"l":[""]}`, `{"o":{"x":1},"l":["abd"]}`, // the pattern ^[a-c]+$
 		`{"a":"x@y","b":"z"}`, `{"b":"z"}`,
 		`{"a":1,"f":1}`, `{"a":[{}]}`,
 		` { "text" : "a" , "count" : -0 } `,
@@ -147,5 +148,32 @@ func TestFastCheckTakesUsualArguments(t *testing.T) {
 	}
 	if checks["unknown"].fast.fastValid([]byte(`{"a":"x@y"}`)) {
 		t.Error("the fast check is sure of a keyword it does not know (format)")
+	}
+}
+
+// byteRun takes the patterns of one run of a byte range, as the op_id
+// property's, and nothing else: the fast check then matches them without the
+// regexp, and goes to it for any other.
+func TestByteRun(t *testing.T) {
+	for _, c := range []struct {
+		pattern string
+		lo, hi  byte
+	}{
+		{"^[!-~]+$", '!', '~'},
+		{"^[a-c]+$", 'a', 'c'},
+		{`\A[ -~]+\z`, ' ', '~'},
+		{"[a-c]+", 0, 0},        // not anchored
+		{"^[a-c]*$", 0, 0},      // the empty string too
+		{"^[a-cx]+$", 0, 0},     // two ranges
+		{"^[a-c]+$|x", 0, 0},    // an alternative
+		{"(?m)^[a-c]+$", 0, 0},  // line anchors
+		{"(?i)^[a-c]+$", 0, 0},  // upper case too
+		{`^[\x00-~]+$`, 0, 0},   // control bytes
+		{"^[!-\u00ff]+$", 0, 0}, // beyond ASCII
+		{"^[", 0, 0},            // not a regexp
+	} {
+		if lo, hi := byteRun(c.pattern); lo != c.lo || hi != c.hi {
+			t.Errorf("byteRun(%q) = %q, %q, want %q, %q", c.pattern, lo, hi, c.lo, c.hi)
+		}
 	}
 }

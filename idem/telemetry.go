@@ -2,13 +2,13 @@ package idem
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/idemkit/sdk/idem/internal/adapter"
+	"github.com/idemkit/sdk/internal/argsfp"
 )
 
 // An Outcome is how a tool call ended: the outcome attribute of the
@@ -161,6 +161,6 @@ func levelOf(outcome Outcome, code Code) slog.Level {
 // operator given one finds its records with
 // printf %s "$OP_ID" | sha256sum | cut -c1-16.
 func hashOpID(id string) string {
-	sum := sha256.Sum256([]byte(id))
+	sum := argsfp.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:8])
 }

@@ -17,7 +17,6 @@ package argsfp
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,7 +48,7 @@ func Of(args json.RawMessage) (string, error) {
 	if err := enc.Encode(obj); err != nil {
 		return "", errors.New("argsfp: arguments cannot be written back")
 	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	sum := Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return hex.EncodeToString(sum[:]), nil
 }
 

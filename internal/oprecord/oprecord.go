@@ -16,6 +16,7 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/idemkit/sdk/idem/backend"
+	"github.com/idemkit/sdk/internal/argsfp"
 )
 
 // Collection is the collection op records are stored in.
@@ -99,6 +100,7 @@ func (r *Record) StructuredOutput() json.RawMessage {
 func Key(scope, tool, opID string) backend.Key {
 	var buf [256]byte // most keys fit: no allocation but the id's
 	b := buf[:0]
+	argsfp.ClearVectorUpper() // for the hash below
 	for _, s := range []string{scope, tool, opID} {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)

@@ -186,6 +186,7 @@ func benchCalls(b *testing.B, s idem.Store, adapt Adapter, h ByHand) {
 	here, elsewhere := newBenchTool(s, adapt, &runs, nil), newBenchTool(s, adapt, &runs, nil)
 	var tBare, tFirst, tReplay, tElse time.Duration
 	var hand handTimes
+	var replays, selects []time.Duration // each round's, for the medians
 	round := func() {
 		r := timeCalls(b, s, here, elsewhere, &runs)
 		tBare, tFirst, tReplay, tElse = tBare+r.bare, tFirst+r.first, tReplay+r.replay, tElse+r.elsewhere
@@ -197,6 +198,7 @@ func benchCalls(b *testing.B, s idem.Store, adapt Adapter, h ByHand) {
 			b.Fatal(err)
 		}
 		hand.optimistic, hand.pipelined, hand.selected = hand.optimistic+t.optimistic, hand.pipelined+t.pipelined, hand.selected+t.selected
+		replays, selects = append(replays, r.replay), append(selects, t.selected)
 	}
 	// Warm the store (connections, statement caches, an emulator's JIT)
 	// before anything is timed: with few iterations a cold first one
@@ -205,6 +207,7 @@ func benchCalls(b *testing.B, s idem.Store, adapt Adapter, h ByHand) {
 		round()
 	}
 	tBare, tFirst, tReplay, tElse, hand = 0, 0, 0, 0, handTimes{}
+	replays, selects = replays[:0], selects[:0]
 	n := 0
 	for b.Loop() {
 		n++
@@ -227,6 +230,9 @@ func benchCalls(b *testing.B, s idem.Store, adapt Adapter, h ByHand) {
 	b.ReportMetric(float64(tFirst)/float64(hand.optimistic), "first/optimistic")
 	b.ReportMetric(float64(tFirst)/float64(hand.pipelined), "first/pipelined")
 	b.ReportMetric(float64(tReplay)/float64(hand.selected), "replay/select")
+	// The same ratio of the rounds' medians, which a stall of a shared
+	// machine in a few rounds moves much less.
+	b.ReportMetric(float64(pct(replays, 0.5))/float64(pct(selects, 0.5)), "replay/select-p50")
 }
 
 // A Library is one MCP library's adapter, by the name its metrics carry,
@@ -445,8 +451,10 @@ func benchClients(b *testing.B, s idem.Store, adapt Adapter, clients int) {
 // that Benchmark's calls interleave. Sub-benchmarks: first, every
 // iteration a first call with an op id of its own; replay, every iteration
 // a replay by the process that answered it (of 256 op ids answered before
-// the loop, in turn). Both report allocations. CallsAlone fails if a first
-// call is replayed or a replay is not.
+// the loop, in turn). Both report allocations, and cpu-ns/op, the CPU
+// time this process (the client) spent a call, which other work on a
+// shared machine changes much less than the time a call takes. CallsAlone
+// fails if a first call is replayed or a replay is not.
 func CallsAlone(b *testing.B, newStore func(b *testing.B) idem.Store) {
 	b.Run("first", func(b *testing.B) {
 		var runs atomic.Int64
@@ -455,11 +463,13 @@ func CallsAlone(b *testing.B, newStore func(b *testing.B) idem.Store) {
 			bt.call(b, "warm"+strconv.FormatInt(benchSeq.Add(1), 10))
 		}
 		b.ReportAllocs()
+		cpu := ProcessCPU()
 		for b.Loop() {
 			if bt.call(b, "op"+strconv.FormatInt(benchSeq.Add(1), 10)) {
 				b.Fatal("a first call was replayed")
 			}
 		}
+		reportCPU(b, cpu)
 	})
 	b.Run("replay", func(b *testing.B) {
 		var runs atomic.Int64
@@ -470,6 +480,7 @@ func CallsAlone(b *testing.B, newStore func(b *testing.B) idem.Store) {
 			bt.call(b, ids[i])
 		}
 		b.ReportAllocs()
+		cpu := ProcessCPU()
 		i := 0
 		for b.Loop() {
 			if !bt.call(b, ids[i%len(ids)]) {
@@ -477,5 +488,14 @@ func CallsAlone(b *testing.B, newStore func(b *testing.B) idem.Store) {
 			}
 			i++
 		}
+		reportCPU(b, cpu)
 	})
+}
+
+// reportCPU reports as cpu-ns/op the CPU time the process spent an
+// iteration since ProcessCPU returned since.
+func reportCPU(b *testing.B, since time.Duration) {
+	if now := ProcessCPU(); now > 0 && b.N > 0 {
+		b.ReportMetric(float64(now-since)/float64(b.N), "cpu-ns/op")
+	}
 }

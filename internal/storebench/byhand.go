@@ -41,7 +41,8 @@ type ByHand interface {
 // pipelined insert and a raw SELECT of the pipelined one's result (right
 // after its commit, as a replay follows its first call's), and the metrics
 // optimistic-ns, pipelined-ns, select-ns and the ratios first/optimistic,
-// first/pipelined and replay/select. Every iteration then sends both
+// first/pipelined and replay/select, and replay/select-p50, the ratio of
+// the rounds' medians. Every iteration then sends both
 // protocols' op ids again, untimed, and fails the benchmark if a repeat is
 // not answered with the first call's result or a note was written twice.
 func BenchmarkByHand(b *testing.B, newStore func(b *testing.B) (idem.Store, ByHand)) {

@@ -94,6 +94,11 @@ type Store struct {
 	// Other modes (the simple protocol behind a transaction-pooling
 	// PgBouncer, say) get the SQL itself, as before.
 	named bool
+	// turns hands out the pool's connections to this Store's transactions
+	// and reads by caller, round robin (backend.WithScope), so that they
+	// wait here in turn and not in the pool's one line, where one caller's
+	// many would stand all in front of another's.
+	turns *kit.Turns
 
 	// calls counts the transactions in progress (Run and RunReadOnly): a
 	// sweep rests between batches while there are any.
@@ -148,7 +153,8 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, opts: o, q: newQueries(opts.TablePrefix), sweepFrom: sweepStart,
 		retry: kit.Retry{Store: "postgres", MaxAttempts: o.MaxAttempts, Base: 500 * time.Microsecond, Cap: 50 * time.Millisecond},
-		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
+		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
+		turns: kit.NewTurns(int(pool.Config().MaxConns))}
 	s.background = kit.StartSweeping(s, (*Store).backgroundSweep,
 		kit.SweepOptions{Store: "postgresql", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
 	return s, nil
@@ -291,14 +297,27 @@ func (s *Store) run(ctx context.Context, begin string, fn func(ctx context.Conte
 	return poolerHint(err)
 }
 
-func (s *Store) attempt(ctx context.Context, r *runState, begin string, fn func(ctx context.Context, tx backend.Tx) error) error {
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: acquiring a connection: %w", err)
+// acquire takes a connection of the pool in the turn of ctx's scope (see
+// Store.turns); release gives both back. Release closes the connection
+// instead of pooling it if it is still in a transaction, so a failed
+// rollback leaks nothing.
+func (s *Store) acquire(ctx context.Context) (c *pgxpool.Conn, release func(), err error) {
+	if err := s.turns.Acquire(ctx, nil, 0); err != nil {
+		return nil, nil, fmt.Errorf("postgres: waiting for a connection: %w", err)
 	}
-	// Release closes the connection instead of pooling it if it is still
-	// in a transaction, so a failed rollback leaks nothing.
-	defer c.Release()
+	if c, err = s.pool.Acquire(ctx); err != nil {
+		s.turns.Release()
+		return nil, nil, fmt.Errorf("postgres: acquiring a connection: %w", err)
+	}
+	return c, func() { c.Release(); s.turns.Release() }, nil
+}
+
+func (s *Store) attempt(ctx context.Context, r *runState, begin string, fn func(ctx context.Context, tx backend.Tx) error) error {
+	c, release, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	t, err := s.attemptOn(ctx, c.Conn(), r, begin, fn)
 	// The error fn returned may hide the statement error (a closed
 	// pgx.Tx after a failed BEGIN): t.failed has it.

@@ -26,11 +26,11 @@ func (s *Store) Read(ctx context.Context, k backend.Key, dst any) (backend.Versi
 		return 0, err
 	}
 	now := s.opts.Now()
-	c, err := s.pool.Acquire(ctx)
+	c, release, err := s.acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: acquiring a connection: %w", err)
+		return 0, err
 	}
-	defer c.Release()
+	defer release()
 	var r stored
 	// By its prepared name, as in transactions (see tx.prepared), once
 	// more if that statement was stale.

@@ -100,7 +100,7 @@ type Store struct {
 	// writer holds one token while a Run or Sweep of this Store uses the
 	// database, so that this process's transactions queue in Go instead of
 	// polling SQLite's lock, taking turns by scope.
-	writer turns
+	writer *kit.Turns
 	// done is closed by Close: Runs waiting for the writer token give up.
 	done    chan struct{}
 	closing atomic.Bool
@@ -278,6 +278,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		retry:        kit.Retry{Store: "sqlite", MaxAttempts: o.MaxAttempts, Base: 100 * time.Microsecond, Cap: 20 * time.Millisecond},
 		busy:         busy,
 		checkpointAt: firstCheckpoint,
+		writer:       kit.NewTurns(1),
 		done:         make(chan struct{}),
 	}
 	db, err := sql.Open("sqlite", dsn(path, s.busy))
@@ -344,7 +345,7 @@ func (s *Store) Close() error {
 	s.background.Stop()
 	close(s.done)
 	var stuck error
-	if s.writer.acquire(context.Background(), "", nil, s.busy) == nil { // held for good: nothing runs after Close
+	if s.writer.Acquire(context.Background(), nil, s.busy) == nil { // held for good: nothing runs after Close
 		if s.w != nil {
 			s.w.close()
 			s.w = nil
@@ -377,19 +378,24 @@ func (s *Store) lock(ctx context.Context) error {
 		return errClosedStore
 	default:
 	}
-	if err := s.writer.acquire(ctx, backend.ScopeOf(ctx), s.done, queueWait); err != nil {
+	switch err := s.writer.Acquire(ctx, s.done, queueWait); {
+	case errors.Is(err, kit.ErrTurnStopped):
+		return errClosedStore
+	case errors.Is(err, kit.ErrTurnTimeout):
+		return errors.New("sqlite: waited a minute for this store's other transactions (is fn waiting for a Run of the same store?)")
+	case err != nil:
 		return err
 	}
 	select {
 	case <-s.done: // Close came first
-		s.writer.release()
+		s.writer.Release()
 		return errClosedStore
 	default:
 	}
 	return nil
 }
 
-func (s *Store) unlock() { s.writer.release() }
+func (s *Store) unlock() { s.writer.Release() }
 
 // Run implements [idem.Store]. fn runs inside one BEGIN IMMEDIATE
 // transaction, which commits when fn returns nil and rolls back otherwise; a

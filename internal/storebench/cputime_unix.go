@@ -1,15 +1,15 @@
 //go:build unix
 
-package idem_test
+package storebench
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time the process has used, in user and kernel
+// ProcessCPU returns the CPU time the process has used, in user and kernel
 // mode, its garbage collector's included.
-func processCPU() time.Duration {
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
