@@ -72,10 +72,7 @@ func parse(rd io.Reader) (*results, error) {
 			if len(f) < 4 {
 				continue
 			}
-			name := f[0]
-			if i := strings.LastIndexByte(name, '-'); i > 0 {
-				name = name[:i] // the GOMAXPROCS suffix
-			}
+			name := benchName(f[0])
 			m := map[string]float64{}
 			for i := 2; i+1 < len(f); i += 2 {
 				v, err := strconv.ParseFloat(f[i], 64)
@@ -101,6 +98,21 @@ func parse(rd io.Reader) (*results, error) {
 		return nil, fmt.Errorf("no benchmark results in the input")
 	}
 	return r, nil
+}
+
+// benchName is a benchmark's name without the GOMAXPROCS suffix ("-2"),
+// which go test leaves off when GOMAXPROCS is 1: a name such as
+// BenchmarkFlood/store=sqlite/batches-of-8/limits=per-user then ends in a
+// dash and a word that is not the suffix.
+func benchName(s string) string {
+	i := strings.LastIndexByte(s, '-')
+	if i <= 0 {
+		return s
+	}
+	if _, err := strconv.Atoi(s[i+1:]); err != nil {
+		return s
+	}
+	return s[:i]
 }
 
 // get returns a metric, and whether the run has it.
@@ -216,6 +228,7 @@ func write(dir string, r *results, machine string) error {
 	}
 	writeGuard(p, r)
 	writeCompare(p, r)
+	writeFlood(p, r)
 	p("## Reproduce\n\n```sh\n./scripts/bench.sh            # all stores, with the services it starts; rewrites this page\n```\n")
 	if err := os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(b.String()), 0o644); err != nil {
 		return err
@@ -250,7 +263,18 @@ func writeByHand(p func(string, ...any), r *results) {
 	p("violation on the op record is a repeat). *raw SELECT*: one `SELECT` of a stored result by its op id and\n")
 	p("its decode, the floor of a replay. Each protocol's repeat is checked every iteration: the benchmark\n")
 	p("fails if it is not answered with the first call's result or writes a second note. Ratios above 1: the\n")
-	p("middleware takes longer.\n\n")
+	p("middleware takes longer.\n")
+	replay, rok := r.get("postgres", "BenchmarkSuite/calls", "replay-ns")
+	sel, sok := r.get("postgres", "BenchmarkSuite/calls", "select-ns")
+	if rok && sok {
+		p("One run of `BenchmarkSuite/calls` on a busy machine. The middleware's first call takes\n")
+		p("one round trip, as the pipelined protocol does: the handler's `Create` and the op record's go out\n")
+		p("with the begin and the commit (a `Create` that meets a document fails the attempt, and the retry\n")
+		p("sends it at once, so the handler is still told `ErrExists`). What is left is the middleware's CPU\n")
+		p("(about 30 µs), the op record's `ON CONFLICT` and expiry index, and SERIALIZABLE. A replay's extra %.0f µs over the raw SELECT is the middleware's CPU: the argument check,\n", (replay-sel)/1e3)
+		p("the fingerprint, the record's decode and the result's.\n")
+	}
+	p("\n")
 	p("| store | first call | optimistic | pipelined | replay | raw SELECT | first/optimistic | first/pipelined | replay/select |\n")
 	p("|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range stores {
@@ -329,4 +353,80 @@ func writeGuard(p func(string, ...any), r *results) {
 			us("anchor-first-ns"), us("anchor-replay-ns"), x("first/unguarded"), x("first/anchor"), x("replay/anchor"))
 	}
 	p("\n")
+}
+
+// floods are the floods of examples/internal/exserve's BenchmarkFlood, by
+// the names its sub-benchmarks carry, with the titles of their rows; big
+// marks the 1 MB floods, whose goal is counted in one of a's calls.
+var floods = []struct {
+	name, title string
+	big         bool
+}{
+	{"batches-of-8", "batches of 8 calls, 16 clients", false},
+	{"parallel-64", "one call a request, 64 clients", false},
+	{"batches-0.99MB", "batches of 0.99 MB", true},
+	{"bodies-2MB", "bodies of 2 MB", false},
+	{"args-1MB", "1 MB arguments", true},
+}
+
+// floodOf returns a metric of BenchmarkFlood's flood on store with the
+// server's limits ("default" or "off"), and whether the run has it.
+func (r *results) floodOf(store, flood, limits, unit string) (float64, bool) {
+	return r.get("exserve", "BenchmarkFlood/store="+store+"/"+flood+"/limits="+limits, unit)
+}
+
+// writeFlood writes the section of examples/internal/exserve's
+// BenchmarkFlood, if the run has it.
+func writeFlood(p func(string, ...any), r *results) {
+	ran := false
+	for name := range r.metrics["exserve"] {
+		ran = ran || strings.HasPrefix(name, "BenchmarkFlood/")
+	}
+	if !ran {
+		return
+	}
+	p("## One user's flood against another's calls\n\n")
+	p("`BenchmarkFlood` (examples/internal/exserve): user b's calls, one at a time, a read and a write in\n")
+	p("turn, over HTTP to a server on SQLite and on PostgreSQL, while user a floods it from 16 or 64 clients\n")
+	p("at once; the flood's clients run on the same cores as the server. Each figure is b's p99 under the\n")
+	p("flood as a multiple of his p99 alone (read / write), with the server's default limits and, for\n")
+	p("contrast, with no limits. Bodies of 2 MB are refused whole. The goal: within 2x for floods of small\n")
+	p("calls, and within rest plus one of a's calls for the 1 MB floods.\n\n")
+	cols := []struct{ store, limits string }{{"sqlite", "default"}, {"sqlite", "off"}, {"postgres", "default"}, {"postgres", "off"}}
+	p("| flood | SQLite | SQLite, no limits | PostgreSQL | PostgreSQL, no limits |\n|---|---|---|---|---|\n")
+	for _, f := range floods {
+		var cells []string
+		for _, c := range cols {
+			x := func(unit string) string {
+				v, ok := r.floodOf(c.store, f.name, c.limits, unit)
+				if v >= 10 {
+					return cell(v, ok, "%.0f")
+				}
+				return cell(v, ok, "%.1f")
+			}
+			cells = append(cells, x("read-p99-x")+" / "+x("write-p99-x"))
+		}
+		p("| %s | %s |\n", f.title, strings.Join(cells, " | "))
+	}
+	ms := func(v float64, ok bool) string {
+		if v >= 10 {
+			return cell(v, ok, "%.0f ms")
+		}
+		return cell(v, ok, "%.2f ms")
+	}
+	var alone []string
+	for _, f := range floods {
+		if !f.big {
+			continue
+		}
+		var stores []string
+		for _, s := range []string{"sqlite", "postgres"} {
+			a, aok := r.floodOf(s, f.name, "default", "a-alone-ms")
+			rd, rok := r.floodOf(s, f.name, "default", "rest-read-p99-ms")
+			wr, wok := r.floodOf(s, f.name, "default", "rest-write-p99-ms")
+			stores = append(stores, fmt.Sprintf("%s %s (b's p99 alone %s / %s)", storeTitle[s], ms(a, aok), ms(rd, rok), ms(wr, wok)))
+		}
+		alone = append(alone, f.title+": "+strings.Join(stores, ", "))
+	}
+	p("\nOne of a's requests alone, with the default limits: %s.\n\n", strings.Join(alone, "; "))
 }
