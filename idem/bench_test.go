@@ -118,6 +118,23 @@ func BenchmarkMiddleware(b *testing.B) {
 				}
 				cpu.report(b)
 			})
+			// wrapped-first-bounded: a first call on a Guard with
+			// MaxStoredBytes, which reads and writes the scope's usage
+			// document in the same transaction.
+			b.Run("wrapped-first-bounded", func(b *testing.B) {
+				hb := idem.DirectTool(idem.New(s, &idem.Options{MaxStoredBytes: 1 << 40}), func(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in Note) (*mcp.CallToolResult, Added, error) {
+					return nil, Added{ID: "x"}, write(ctx, tx, in)
+				}, idem.OpID())
+				b.ReportAllocs()
+				cpu := startCPU()
+				for b.Loop() {
+					res, _, err := hb(ctx, req(fmt.Sprintf("bounded-%d", benchSeq.Add(1))), in)
+					if err != nil || (res != nil && res.IsError) {
+						b.Fatal(err, res)
+					}
+				}
+				cpu.report(b)
+			})
 			b.Run("wrapped-replay", func(b *testing.B) {
 				r := req("replayed-op")
 				if _, _, err := h(ctx, r, in); err != nil {
