@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ func newQuota(limit int64, ttl time.Duration) *quota {
 	if limit == 0 {
 		return nil
 	}
-	return &quota{max: limit, width: max(ttl/16, time.Second)}
+	return &quota{max: limit, width: max(ttl/16, time.Second).Truncate(time.Second)} // whole seconds, as buckets are kept
 }
 
 // charge counts, in tx, n more bytes kept by scope until expires. With
@@ -40,7 +41,7 @@ func (q *quota) charge(ctx context.Context, tx Tx, scope string, n int64, now, e
 	if _, err := tx.Get(ctx, k, &u); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	u.Buckets = slices.DeleteFunc(u.Buckets, func(b oprecord.UsageBucket) bool { return !b.Until.After(now) })
+	u.Buckets = slices.DeleteFunc(u.Buckets, func(b oprecord.UsageBucket) bool { return b.Until <= now.Unix() })
 	var held int64
 	for _, b := range u.Buckets {
 		held += b.Bytes
@@ -48,13 +49,13 @@ func (q *quota) charge(ctx context.Context, tx Tx, scope string, n int64, now, e
 	if check && held+n > q.max {
 		return q.refusal(u.Buckets, held, n, now)
 	}
-	until := expires.Truncate(q.width).Add(q.width).UTC() // the end of expires' bucket
-	i, ok := slices.BinarySearchFunc(u.Buckets, until, func(b oprecord.UsageBucket, t time.Time) int { return b.Until.Compare(t) })
+	until := expires.Truncate(q.width).Add(q.width).Unix() // the end of expires' bucket
+	i, ok := slices.BinarySearchFunc(u.Buckets, until, func(b oprecord.UsageBucket, t int64) int { return cmp.Compare(b.Until, t) })
 	if !ok {
 		u.Buckets = slices.Insert(u.Buckets, i, oprecord.UsageBucket{Until: until})
 	}
 	u.Buckets[i].Bytes += n
-	last := u.Buckets[len(u.Buckets)-1].Until // the document expires with its last bucket
+	last := time.Unix(u.Buckets[len(u.Buckets)-1].Until, 0) // the document expires with its last bucket
 	return tx.Put(ctx, k, &u, backend.WithExpiry(last))
 }
 
@@ -66,7 +67,7 @@ func (q *quota) refusal(buckets []oprecord.UsageBucket, held, n int64, now time.
 	}
 	for _, b := range buckets {
 		if held -= b.Bytes; held+n <= q.max {
-			wait := b.Until.Sub(now).Round(time.Second)
+			wait := time.Unix(b.Until, 0).Sub(now).Round(time.Second)
 			return newError(CodeQuotaExceeded, fmt.Sprintf("this caller's kept answers have reached the server's bound; nothing was saved; retry in %s, when older answers have expired", wait))
 		}
 	}

@@ -173,10 +173,11 @@ type Usage struct {
 	Buckets []UsageBucket `json:"buckets"`
 }
 
-// A UsageBucket is the bytes of answers that have all expired by Until.
+// A UsageBucket is the bytes of answers that have all expired by Until,
+// in Unix seconds (a number decodes several times as fast as a time).
 type UsageBucket struct {
-	Until time.Time `json:"until"`
-	Bytes int64     `json:"bytes"`
+	Until int64 `json:"until"`
+	Bytes int64 `json:"bytes"`
 }
 
 // UsageKey returns the key of scope's usage document: kept under the
