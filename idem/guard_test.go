@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
@@ -122,208 +123,58 @@ func codeOf(res *mcp.CallToolResult) string {
 	return c
 }
 
-// TestGuardLostAnswer: a create whose answer is lost, sent again on a new
-// connection, creates one issue, and the retry gets the first answer, URL
-// and all; without the guard it creates two.
-func TestGuardLostAnswer(t *testing.T) {
-	for _, guarded := range []bool{false, true} {
-		t.Run(fmt.Sprint("guarded=", guarded), func(t *testing.T) {
-			ctx := ctxFor(t)
-			tr := newTracker(t)
-			var guard *idem.Guard
-			if guarded {
-				guard = idem.New(memory.New(nil), nil)
-			}
-			srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
-			args := map[string]any{"title": "crash on start"}
-			if guarded {
-				args["op_id"] = "op-1"
-			}
-			res, err := idemtest.DropAndRetry(ctx, srv, call("create_issue", args))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !guarded {
-				if tr.Created() != 2 {
-					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.Created())
-				}
-				return
-			}
-			if tr.Created() != 1 {
-				t.Fatalf("%d issues created, want 1", tr.Created())
-			}
-			if got := structured(t, res); !strings.Contains(got, `"url":"`+tr.URL+`/issues/1"`) {
-				t.Fatalf("retry answered %s, want the first issue with its URL", got)
-			}
-			if res.Meta[idem.MetaReplayed] != true {
-				t.Fatalf("retry not marked replayed: %v", res.Meta)
-			}
-		})
-	}
-}
+// The Guard's cases of mwlib, through the go-sdk (goSDKGuard); mwlib
+// says what each checks. idem/mcpgo runs them through mcp-go.
 
-// TestGuardIdempotencyKey: the key sent upstream is the same on a retry
-// over another connection, differs for another op id, and does not depend
-// on the session.
-func TestGuardIdempotencyKey(t *testing.T) {
-	ctx := ctxFor(t)
-	tr := newTracker(t)
-	tr.FailNext(http.StatusConflict, false) // the first POST is refused: NotDone
-	guard := idem.New(memory.New(nil), nil)
-	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
-	for i, op := range []string{"op-1", "op-1", "op-2"} {
-		cs, err := idemtest.Connect(ctx, srv, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := cs.CallTool(ctx, call("create_issue", map[string]any{"title": "t", "op_id": op}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 && (!res.IsError || codeOf(res) != "") {
-			t.Fatalf("a refused create: %v %v, want the handler's error without a code", res.IsError, res.Meta)
-		}
-		cs.Close()
-	}
-	if tr.Posts() != 3 || tr.Created() != 2 {
-		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.Posts(), tr.Created())
-	}
-	k := tr.Keys()
-	if k[0] == "" || k[0] != k[1] || k[1] == k[2] {
-		t.Fatalf("keys %q: want the same key for op-1's two attempts and another for op-2", k)
-	}
-}
-
-// TestGuardConcurrentIdenticalCalls: 8 identical comments at once, keyed by
-// their content, make one upstream create, on one server and across two
-// guards on one store (two processes).
+func TestGuardLostAnswer(t *testing.T)     { mwlib.GuardLostAnswer(t, goSDKGuard{}) }
+func TestGuardIdempotencyKey(t *testing.T) { mwlib.GuardIdempotencyKey(t, goSDKGuard{}) }
 func TestGuardConcurrentIdenticalCalls(t *testing.T) {
-	st, err := sqlite.Open(t.TempDir()+"/g.db", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ctx := ctxFor(t)
-	tr := newTracker(t)
-	tr.Delay = 50 * time.Millisecond
-	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
-	srvs := []*mcp.Server{trackerServer(tr, idem.New(st, nil), tools), trackerServer(tr, idem.New(st, nil), tools)}
-	var wg sync.WaitGroup
-	answers := make([]string, 8)
-	for i := range 8 {
-		wg.Go(func() {
-			cs, err := idemtest.Connect(ctx, srvs[i%2], nil)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer cs.Close()
-			res, err := cs.CallTool(ctx, call("add_comment", map[string]any{"title": "LGTM", "body": "ship it"}))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			answers[i] = structured(t, res)
-		})
-	}
-	wg.Wait()
-	if tr.Posts() != 1 {
-		t.Fatalf("%d posts for 8 identical calls, want 1", tr.Posts())
-	}
-	for _, a := range answers[1:] {
-		if a != answers[0] {
-			t.Fatalf("answers differ: %s and %s", answers[0], a)
-		}
-	}
+	mwlib.GuardConcurrentIdenticalCalls(t, goSDKGuard{})
+}
+func TestGuardUnknownOutcomeSettled(t *testing.T) { mwlib.GuardUnknownOutcomeSettled(t, goSDKGuard{}) }
+func TestGuardReconcileNotDone(t *testing.T)      { mwlib.GuardReconcileNotDone(t, goSDKGuard{}) }
+
+// goSDKGuard is the go-sdk as mwlib's Guard cases run through it: the
+// server of trackerServer, clients connected in memory.
+type goSDKGuard struct{}
+
+func (goSDKGuard) TrackerServer(t *testing.T, api *trackertest.API, guard *idem.Guard, tools idem.Tools) mwlib.GuardServer {
+	return goSDKTracker{trackerServer(&tracker{api}, guard, tools)}
 }
 
-// TestGuardUnknownOutcomeSettled: a create that landed but answered 502 is
-// an unknown outcome: a repeat is refused unknown_outcome without posting,
-// and with a reconcile function the repeat finds the issue and answers it.
-func TestGuardUnknownOutcomeSettled(t *testing.T) {
-	for _, reconciled := range []bool{false, true} {
-		t.Run(fmt.Sprint("reconcile=", reconciled), func(t *testing.T) {
-			ctx := ctxFor(t)
-			tr := newTracker(t)
-			tr.FailNext(http.StatusBadGateway, true)
-			opts := []idem.Option{idem.RequireOpID()}
-			if reconciled {
-				opts = append(opts, idem.Reconcile(tr.findIssue))
-			}
-			srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": opts})
-			cs, err := idemtest.Connect(ctx, srv, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
-			args := map[string]any{"title": "flaky", "op_id": "op-7"}
-			first, err := cs.CallTool(ctx, call("create_issue", args))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !first.IsError || codeOf(first) != "unknown_outcome" || first.Meta[idem.MetaOpID] != "op-7" {
-				t.Fatalf("first answer: error %v, meta %v; want the handler's error marked unknown_outcome", first.IsError, first.Meta)
-			}
-			st, err := cs.CallTool(ctx, call("get_operation", map[string]any{"tool": "create_issue", "op_id": "op-7"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantStatus := map[bool]string{false: "unknown", true: "committed"}[reconciled]
-			if got := structured(t, st); !strings.Contains(got, `"status":"`+wantStatus+`"`) {
-				t.Fatalf("get_operation: %s, want %s", got, wantStatus)
-			}
-			again, err := cs.CallTool(ctx, call("create_issue", args))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tr.Posts() != 1 || tr.Created() != 1 {
-				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.Posts(), tr.Created())
-			}
-			if !reconciled {
-				if codeOf(again) != "unknown_outcome" {
-					t.Fatalf("repeat: %v, want unknown_outcome", again.Meta)
-				}
-				return
-			}
-			if got := structured(t, again); !strings.Contains(got, `"number":1`) || again.Meta[idem.MetaReplayed] != true {
-				t.Fatalf("repeat after reconcile: %s %v, want issue 1, replayed", got, again.Meta)
-			}
-		})
-	}
+func (goSDKGuard) Reconcile(api *trackertest.API) idem.Option {
+	return idem.Reconcile((&tracker{api}).findIssue)
 }
 
-// TestGuardReconcileNotDone: an unknown outcome that reconcile finds did
-// not happen is released once the claim's lease has ended (before, the call
-// may still be in flight upstream), and the repeat creates the issue once.
-func TestGuardReconcileNotDone(t *testing.T) {
-	ctx := ctxFor(t)
-	tr := newTracker(t)
-	tr.FailNext(http.StatusBadGateway, false)
-	clock := newFakeClock()
-	guard := idem.New(memory.New(&memory.Options{Now: clock.now}), &idem.Options{Lease: time.Minute, Now: clock.now})
-	cs := connect(t, trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), idem.Reconcile(tr.findIssue)}}))
-	args := map[string]any{"title": "lost", "op_id": "op-8"}
-	if first, err := cs.CallTool(ctx, call("create_issue", args)); err != nil || codeOf(first) != "unknown_outcome" {
-		t.Fatalf("first: %v %v, want unknown_outcome", err, first)
-	}
-	early, err := cs.CallTool(ctx, call("create_issue", args))
+type goSDKTracker struct{ srv *mcp.Server }
+
+func (s goSDKTracker) Connect(t *testing.T) mwlib.GuardClient {
+	return goSDKGuardClient{connect(t, s.srv)}
+}
+
+func (s goSDKTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool string, args map[string]any) mwlib.GuardResult {
+	t.Helper()
+	res, err := idemtest.DropAndRetry(ctx, s.srv, call(tool, args))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if codeOf(early) != "unknown_outcome" || tr.Posts() != 1 {
-		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.Posts())
-	}
-	clock.add(2 * time.Minute)
-	again, err := cs.CallTool(ctx, call("create_issue", args))
+	return guardResult(res)
+}
+
+type goSDKGuardClient struct{ cs *mcp.ClientSession }
+
+func (c goSDKGuardClient) Call(ctx context.Context, tool string, args map[string]any) (mwlib.GuardResult, error) {
+	res, err := c.cs.CallTool(ctx, call(tool, args))
 	if err != nil {
-		t.Fatal(err)
+		return mwlib.GuardResult{}, err
 	}
-	if got := structured(t, again); !strings.Contains(got, `"number":1`) || again.Meta[idem.MetaReplayed] == true {
-		t.Fatalf("repeat: %s %v, want a first create", got, again.Meta)
-	}
-	if tr.Posts() != 2 || tr.Created() != 1 {
-		t.Fatalf("%d posts, %d created; want 2 and 1", tr.Posts(), tr.Created())
-	}
+	return guardResult(res), nil
+}
+
+// guardResult is res as mwlib's Guard cases read it.
+func guardResult(res *mcp.CallToolResult) mwlib.GuardResult {
+	b, _ := json.Marshal(res.StructuredContent)
+	return mwlib.GuardResult{IsError: res.IsError, Meta: res.Meta, Structured: string(b), Text: textOf(res)}
 }
 
 // TestGuardListsHonestTools: tools/list through the guard says what it

@@ -1,12 +1,9 @@
 package interop_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"sync"
+	"testing"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,36 +22,19 @@ import (
 // newMCPGoIssueServer, which takes the same settings (guardedIssueTools).
 
 // mcpgoAPIClient is what the mcp-go handlers call the API with.
-type mcpgoAPIClient struct{ base string }
+type mcpgoAPIClient struct{ apiClient }
 
-// do sends one request with body as JSON and answers the tool result:
-// the API's answer as text, or an error result for a status of 400 or more.
+// do sends one request as apiClient.send does and answers the tool result:
+// the API's answer as text, an error result for a status of 400 or more.
 func (c mcpgoAPIClient) do(ctx context.Context, method, path string, body any) (*mcpgo.CallToolResult, error) {
-	var rd io.Reader = http.NoBody
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	text, failed, err := c.send(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
+	if failed {
+		return mcpgo.NewToolResultError(text), nil
 	}
-	defer resp.Body.Close()
-	var out bytes.Buffer
-	if _, err := out.ReadFrom(resp.Body); err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 400 {
-		return mcpgo.NewToolResultError(out.String()), nil
-	}
-	return mcpgo.NewToolResultText(out.String()), nil
+	return mcpgo.NewToolResultText(text), nil
 }
 
 // An mcpgoServerTool is a tool and the function that makes its handler.
@@ -110,29 +90,15 @@ func mcpgoIssueTools() []mcpgoServerTool {
 	}
 }
 
-// A toolCallLog is the server's tool handler middleware: it logs every
+// A toolCallLog is the server's tool handler middleware: it counts every
 // call that reaches it, as a logging or auth middleware sees them.
-type toolCallLog struct {
-	mu    sync.Mutex     // guards calls
-	calls map[string]int // calls per tool
-}
+type toolCallLog struct{ toolCounts }
 
 func (l *toolCallLog) middleware(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		l.mu.Lock()
-		if l.calls == nil {
-			l.calls = map[string]int{}
-		}
-		l.calls[req.Params.Name]++
-		l.mu.Unlock()
+		l.add(req.Params.Name)
 		return next(ctx, req)
 	}
-}
-
-func (l *toolCallLog) saw(tool string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.calls[tool]
 }
 
 // newMCPGoIssueServer builds the server for one HTTP request. guard is
@@ -165,8 +131,22 @@ func newMCPGoIssueServer(c mcpgoAPIClient, log *toolCallLog, guard *idem.Guard) 
 // streamable HTTP, a new server per request, in front of api; with guard,
 // protected.
 func mcpgoIssueHandler(api *issueAPI, log *toolCallLog, guard *idem.Guard) http.Handler {
-	c := mcpgoAPIClient{base: api.srv.URL}
+	c := mcpgoAPIClient{apiClient{base: api.srv.URL}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		server.NewStreamableHTTPServer(newMCPGoIssueServer(c, log, guard), server.WithStateLess(true)).ServeHTTP(w, r)
 	})
+}
+
+// mcpgoIssueServer is the mcp-go issue server as runOneLine runs it. Its
+// middleware runs before the guard: it counts 2 calls of each write either
+// way. The TypeScript clients must see list_issues listed exactly as the
+// inventory defines it.
+var mcpgoIssueServer = oneLineServer{
+	serve: func(api *issueAPI, guard *idem.Guard) (http.Handler, *toolCounts) {
+		log := &toolCallLog{}
+		return mcpgoIssueHandler(api, log, guard), &log.toolCounts
+	},
+	counted:     "calls the server's middleware saw",
+	wantCounted: func(bool) int { return 2 },
+	listed:      func(t *testing.T, o outcome) { listedAsDefined(t, o, "list_issues") },
 }

@@ -75,33 +75,41 @@ func (a *issueAPI) creates(path string) int {
 // apiClient is what the handlers call the API with.
 type apiClient struct{ base string }
 
-// do sends one request with body as JSON and answers the tool result:
-// the API's answer as text, or an error result for a status of 400 or more.
-func (c apiClient) do(ctx context.Context, method, path string, body any) (*mcp.CallToolResult, error) {
+// send sends one request with body as JSON and answers what the API
+// answered and whether its status was 400 or more.
+func (c apiClient) send(ctx context.Context, method, path string, body any) (text string, failed bool, err error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, err
+			return "", false, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, err
+		return "", false, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return "", false, err
 	}
 	defer resp.Body.Close()
 	var out bytes.Buffer
 	if _, err := out.ReadFrom(resp.Body); err != nil {
+		return "", false, err
+	}
+	return out.String(), resp.StatusCode >= 400, nil
+}
+
+// do sends one request as send does and answers the tool result: the
+// API's answer as text, an error result for a status of 400 or more.
+func (c apiClient) do(ctx context.Context, method, path string, body any) (*mcp.CallToolResult, error) {
+	text, failed, err := c.send(ctx, method, path, body)
+	if err != nil {
 		return nil, err
 	}
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: out.String()}}}
-	res.IsError = resp.StatusCode >= 400
-	return res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: failed}, nil
 }
 
 // A serverTool is a tool and the function that makes its handler, as
@@ -175,29 +183,37 @@ func registerAll(srv *mcp.Server, c apiClient, mw func(mcp.ToolHandler) mcp.Tool
 	}
 }
 
-// A handlerLog is the server's handler middleware: it logs every call
-// that reaches a tool handler, as a logging or auth middleware sees it.
-type handlerLog struct {
-	mu   sync.Mutex     // guards runs
-	runs map[string]int // handler runs per tool
+// toolCounts counts calls per tool; it is safe for concurrent use.
+type toolCounts struct {
+	mu sync.Mutex     // guards n
+	n  map[string]int // calls per tool
 }
+
+func (c *toolCounts) add(tool string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[tool]++
+}
+
+// of returns how many calls of tool were counted.
+func (c *toolCounts) of(tool string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[tool]
+}
+
+// A handlerLog is the server's handler middleware: it counts every call
+// that reaches a tool handler, as a logging or auth middleware sees it.
+type handlerLog struct{ toolCounts }
 
 func (l *handlerLog) middleware(next mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		l.mu.Lock()
-		if l.runs == nil {
-			l.runs = map[string]int{}
-		}
-		l.runs[req.Params.Name]++
-		l.mu.Unlock()
+		l.add(req.Params.Name)
 		return next(ctx, req)
 	}
-}
-
-func (l *handlerLog) ran(tool string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.runs[tool]
 }
 
 // guardedIssueTools are the per-tool settings of the protection (5 lines):
@@ -226,4 +242,16 @@ func issueHandler(api *issueAPI, log *handlerLog, guard *idem.Guard) http.Handle
 	c := apiClient{base: api.srv.URL}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newIssueServer(c, log, guard) },
 		&mcp.StreamableHTTPOptions{Stateless: true})
+}
+
+// goSDKIssueServer is the issue server as runOneLine runs it. Its handler
+// middleware runs after the guard: it counts 2 runs of each write
+// unprotected, 1 protected.
+var goSDKIssueServer = oneLineServer{
+	serve: func(api *issueAPI, guard *idem.Guard) (http.Handler, *toolCounts) {
+		log := &handlerLog{}
+		return issueHandler(api, log, guard), &log.toolCounts
+	},
+	counted:     "handler runs",
+	wantCounted: func(guarded bool) int { return map[bool]int{false: 2, true: 1}[guarded] },
 }

@@ -2,6 +2,7 @@ package interop_test
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -23,22 +24,49 @@ import (
 // Protected, 1 create per tool, and the resend is the first answer
 // replayed. What the server added for it: the settings of
 // guardedIssueTools (5 lines), the guard made once per process (1 line,
-// below), and 1 line in newIssueServer; no handler, schema or
+// in runOneLine), and 1 line in newIssueServer; no handler, schema or
 // registration changed.
 func TestOneLineProtectsIssueServer(t *testing.T) {
+	runOneLine(t, goSDKIssueServer)
+}
+
+// A oneLineServer is one library's issue server as runOneLine runs it.
+type oneLineServer struct {
+	// serve answers the server in front of api, protected by guard unless
+	// guard is nil, and the counts of the server's own middleware.
+	serve func(api *issueAPI, guard *idem.Guard) (http.Handler, *toolCounts)
+	// counted says what the middleware counts, for failures.
+	counted string
+	// wantCounted is how many calls of each write the middleware counts.
+	wantCounted func(guarded bool) int
+	// listed, unless nil, checks more of tools/list as the TypeScript
+	// clients see it.
+	listed func(t *testing.T, o outcome)
+}
+
+// runOneLine runs the one-line test on the server s, unprotected and
+// protected, with each client: the answer to each write tool's first call
+// is lost after the API created, and the call sent again on a new
+// connection.
+func runOneLine(t *testing.T, s oneLineServer) {
 	for _, guarded := range []bool{false, true} {
 		for _, cl := range []client{nodeClient{sdk: "v1", timeout: nodeTimeout}, nodeClient{sdk: "v2", timeout: nodeTimeout}, goSDKClient{}} {
 			t.Run(fmt.Sprintf("guarded=%v/%s", guarded, cl.name()), func(t *testing.T) {
-				api, log := newIssueAPI(t), &handlerLog{}
+				api := newIssueAPI(t)
 				var guard *idem.Guard
 				if guarded {
 					guard = idem.New(memory.New(nil), nil) // once per process
 				}
-				hs := idemtest.NewHTTPServer(issueHandler(api, log, guard))
+				h, counts := s.serve(api, guard)
+				hs := idemtest.NewHTTPServer(h)
 				defer hs.Close()
 				if _, ok := cl.(nodeClient); ok {
 					needNode(t)
-					resentByNode(t, cl, hs, guarded)
+					list := resentByNode(t, cl, hs, guarded)
+					listedAsGuarded(t, list, guarded)
+					if s.listed != nil {
+						s.listed(t, list)
+					}
 				} else {
 					resentByGoSDK(t, hs, guarded)
 				}
@@ -47,8 +75,8 @@ func TestOneLineProtectsIssueServer(t *testing.T) {
 					if n := api.creates(w.path); n != want {
 						t.Errorf("%s: the API created %d, want %d", w.tool, n, want)
 					}
-					if n := log.ran(w.tool); n != want {
-						t.Errorf("%s: the handler ran %d times, want %d", w.tool, n, want)
+					if n, want := counts.of(w.tool), s.wantCounted(guarded); n != want {
+						t.Errorf("%s: %d %s, want %d", w.tool, n, s.counted, want)
 					}
 					t.Logf("%s: %d created upstream", w.tool, api.creates(w.path))
 				}
@@ -74,8 +102,8 @@ var issueWrites = []struct {
 
 // resentByNode runs the TypeScript client cl: a session per write whose
 // answer is lost, then a new session that lists the tools and sends every
-// write again.
-func resentByNode(t *testing.T, cl client, hs *idemtest.HTTPServer, guarded bool) {
+// write again. It answers what that session listed.
+func resentByNode(t *testing.T, cl client, hs *idemtest.HTTPServer, guarded bool) outcome {
 	var p plan
 	last := session{Steps: []step{list("list")}}
 	for _, w := range issueWrites {
@@ -95,7 +123,7 @@ func resentByNode(t *testing.T, cl client, hs *idemtest.HTTPServer, guarded bool
 		r := result(t, out, w.tool)
 		resent(t, w.tool, guarded, r.IsError, r.replayed(), r.text())
 	}
-	listedAsGuarded(t, out["list"], guarded)
+	return out["list"]
 }
 
 // resentByGoSDK does the same with the go-sdk client, through idemtest.

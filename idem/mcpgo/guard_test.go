@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,9 +21,9 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/mcpgo"
 	"github.com/idemkit/sdk/idemtest"
+	"github.com/idemkit/sdk/internal/mwlib"
 	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/store/memory"
-	"github.com/idemkit/sdk/store/sqlite"
 )
 
 // tracker is a fake tracker API on loopback that counts the creates it
@@ -150,7 +149,11 @@ func ctxFor(t *testing.T) context.Context {
 func serveHTTP(t *testing.T, h http.Handler) string {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
-	if s, ok := h.(*server.StreamableHTTPServer); ok {
+	next := h
+	if d, ok := h.(*idemtest.HTTPDropper); ok {
+		next = d.Next
+	}
+	if s, ok := next.(*server.StreamableHTTPServer); ok {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -213,175 +216,72 @@ func structuredJSON(t *testing.T, res *mcp.CallToolResult) string {
 	return string(b)
 }
 
-// TestGuardLostAnswer: a create whose answer the network loses, sent again
-// on a new client connection, creates one issue, and the retry gets the
-// first answer, URL and all; without the guard it creates two.
-func TestGuardLostAnswer(t *testing.T) {
-	for _, guarded := range []bool{false, true} {
-		t.Run(fmt.Sprint("guarded=", guarded), func(t *testing.T) {
-			ctx := ctxFor(t)
-			tr := newTracker(t)
-			var guard *idem.Guard
-			if guarded {
-				guard = idem.New(memory.New(nil), nil)
-			}
-			srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}})
-			d := &idemtest.HTTPDropper{Next: server.NewStreamableHTTPServer(srv)}
-			url := serveHTTP(t, d)
-			d.Arm("create_issue")
-			args := map[string]any{"title": "crash on start"}
-			if guarded {
-				args["op_id"] = "op-1"
-			}
-			if _, err := callTool(ctx, dial(t, ctx, url, nil), "create_issue", args, nil); err == nil {
-				t.Fatal("the first call was answered; want its answer lost")
-			}
-			res := mustCall(t, ctx, dial(t, ctx, url, nil), "create_issue", args, nil)
-			if d.Dropped() != 1 {
-				t.Fatalf("%d answers lost, want 1", d.Dropped())
-			}
-			if !guarded {
-				if tr.Created() != 2 {
-					t.Fatalf("unguarded: %d issues, want the 2 that show the problem", tr.Created())
-				}
-				return
-			}
-			if tr.Created() != 1 {
-				t.Fatalf("%d issues created, want 1", tr.Created())
-			}
-			if got := structuredJSON(t, res); !strings.Contains(got, `"url":"`+tr.URL+`/issues/1"`) {
-				t.Fatalf("retry answered %s, want the first issue with its URL", got)
-			}
-			if metaOf(res, idem.MetaReplayed) != true {
-				t.Fatalf("retry not marked replayed: %v", res.Meta)
-			}
-		})
-	}
-}
+// The Guard's cases of mwlib, through mcp-go (mcpgoGuard); mwlib says
+// what each checks. idem runs them through the go-sdk.
 
-// TestGuardConcurrentIdenticalCalls: 8 identical comments at once, keyed by
-// their content, over two servers with guards of their own on one SQLite
-// store (two processes), make one upstream create, and get one answer.
+func TestGuardLostAnswer(t *testing.T)     { mwlib.GuardLostAnswer(t, mcpgoGuard{}) }
+func TestGuardIdempotencyKey(t *testing.T) { mwlib.GuardIdempotencyKey(t, mcpgoGuard{}) }
 func TestGuardConcurrentIdenticalCalls(t *testing.T) {
-	st, err := sqlite.Open(t.TempDir()+"/g.db", nil)
+	mwlib.GuardConcurrentIdenticalCalls(t, mcpgoGuard{})
+}
+func TestGuardUnknownOutcomeSettled(t *testing.T) { mwlib.GuardUnknownOutcomeSettled(t, mcpgoGuard{}) }
+func TestGuardReconcileNotDone(t *testing.T)      { mwlib.GuardReconcileNotDone(t, mcpgoGuard{}) }
+
+// mcpgoGuard is mcp-go as mwlib's Guard cases run through it: the server
+// of trackerServer over streamable HTTP, behind an HTTPDropper, and mcp-go
+// clients.
+type mcpgoGuard struct{}
+
+func (mcpgoGuard) TrackerServer(t *testing.T, api *trackertest.API, guard *idem.Guard, tools idem.Tools) mwlib.GuardServer {
+	d := &idemtest.HTTPDropper{Next: server.NewStreamableHTTPServer(trackerServer(&tracker{api}, guard, tools))}
+	return mcpgoTracker{d: d, url: serveHTTP(t, d)}
+}
+
+func (mcpgoGuard) Reconcile(api *trackertest.API) idem.Option {
+	return mcpgo.Reconcile((&tracker{api}).findIssue)
+}
+
+type mcpgoTracker struct {
+	d   *idemtest.HTTPDropper
+	url string
+}
+
+func (s mcpgoTracker) Connect(t *testing.T) mwlib.GuardClient {
+	return mcpgoGuardClient{dial(t, ctxFor(t), s.url, nil)}
+}
+
+func (s mcpgoTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool string, args map[string]any) mwlib.GuardResult {
+	t.Helper()
+	s.d.Arm(tool)
+	if _, err := callTool(ctx, dial(t, ctx, s.url, nil), tool, args, nil); err == nil {
+		t.Fatal("the first call was answered; want its answer lost")
+	}
+	res := mustCall(t, ctx, dial(t, ctx, s.url, nil), tool, args, nil)
+	if s.d.Dropped() != 1 {
+		t.Fatalf("%d answers lost, want 1", s.d.Dropped())
+	}
+	return guardResult(res)
+}
+
+type mcpgoGuardClient struct{ c *client.Client }
+
+func (c mcpgoGuardClient) Call(ctx context.Context, tool string, args map[string]any) (mwlib.GuardResult, error) {
+	res, err := callTool(ctx, c.c, tool, args, nil)
 	if err != nil {
-		t.Fatal(err)
+		return mwlib.GuardResult{}, err
 	}
-	t.Cleanup(func() { st.Close() })
-	ctx := ctxFor(t)
-	tr := newTracker(t)
-	tr.Delay = 50 * time.Millisecond
-	tools := idem.Tools{"add_comment": {idem.RecordKeys("title", "body")}}
-	urls := []string{
-		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools))),
-		serveHTTP(t, server.NewStreamableHTTPServer(trackerServer(tr, idem.New(st, nil), tools))),
-	}
-	clients := make([]*client.Client, 8)
-	for i := range clients {
-		clients[i] = dial(t, ctx, urls[i%2], nil)
-	}
-	var wg sync.WaitGroup
-	answers := make([]string, 8)
-	for i, c := range clients {
-		wg.Go(func() {
-			res, err := callTool(ctx, c, "add_comment", map[string]any{"title": "LGTM", "body": "ship it"}, nil)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			b, _ := json.Marshal(res.StructuredContent)
-			answers[i] = fmt.Sprintf("error %v: %s %s", res.IsError, b, textOf(res))
-		})
-	}
-	wg.Wait()
-	if tr.Posts() != 1 {
-		t.Fatalf("%d posts for 8 identical calls, want 1", tr.Posts())
-	}
-	if !strings.HasPrefix(answers[0], `error false: {"number":1,`) {
-		t.Fatalf("answer %s, want issue 1", answers[0])
-	}
-	for _, a := range answers[1:] {
-		if a != answers[0] {
-			t.Fatalf("answers differ: %s and %s", answers[0], a)
-		}
-	}
+	return guardResult(res), nil
 }
 
-// TestGuardUnknownOutcomeSettled: a create that landed but answered 502 is
-// an unknown outcome: a repeat is refused unknown_outcome without posting;
-// with a reconcile function, get_operation and the repeat find the issue
-// and answer it.
-func TestGuardUnknownOutcomeSettled(t *testing.T) {
-	for _, reconciled := range []bool{false, true} {
-		t.Run(fmt.Sprint("reconcile=", reconciled), func(t *testing.T) {
-			ctx := ctxFor(t)
-			tr := newTracker(t)
-			tr.FailNext(http.StatusBadGateway, true)
-			opts := []idem.Option{idem.RequireOpID()}
-			if reconciled {
-				opts = append(opts, mcpgo.Reconcile(tr.findIssue))
-			}
-			srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": opts})
-			c := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(srv)), nil)
-			args := map[string]any{"title": "flaky", "op_id": "op-7"}
-			first := mustCall(t, ctx, c, "create_issue", args, nil)
-			if !first.IsError || codeOf(first) != "unknown_outcome" || metaOf(first, idem.MetaOpID) != "op-7" {
-				t.Fatalf("first answer: error %v, meta %v; want the handler's error marked unknown_outcome", first.IsError, first.Meta)
-			}
-			if txt := textOf(first); !strings.Contains(txt, "the tracker failed (502)") || !strings.Contains(txt, "get_operation") {
-				t.Fatalf("first answer %q: want the handler's words and the guard's sentence", txt)
-			}
-			st := mustCall(t, ctx, c, "get_operation", map[string]any{"tool": "create_issue", "op_id": "op-7"}, nil)
-			wantStatus := map[bool]string{false: "unknown", true: "committed"}[reconciled]
-			if got := structuredJSON(t, st); !strings.Contains(got, `"status":"`+wantStatus+`"`) {
-				t.Fatalf("get_operation: %s, want %s", got, wantStatus)
-			}
-			again := mustCall(t, ctx, c, "create_issue", args, nil)
-			if tr.Posts() != 1 || tr.Created() != 1 {
-				t.Fatalf("%d posts, %d created after the repeat; want 1 and 1", tr.Posts(), tr.Created())
-			}
-			if !reconciled {
-				if codeOf(again) != "unknown_outcome" {
-					t.Fatalf("repeat: %v, want unknown_outcome", again.Meta)
-				}
-				return
-			}
-			if got := structuredJSON(t, again); !strings.Contains(got, `"number":1`) || metaOf(again, idem.MetaReplayed) != true {
-				t.Fatalf("repeat after reconcile: %s %v, want issue 1, replayed", got, again.Meta)
-			}
-		})
+// guardResult is res as mwlib's Guard cases read it.
+func guardResult(res *mcp.CallToolResult) mwlib.GuardResult {
+	r := mwlib.GuardResult{IsError: res.IsError, Text: textOf(res)}
+	if res.Meta != nil {
+		r.Meta = res.Meta.AdditionalFields
 	}
-}
-
-// TestGuardReconcileNotDone: an unknown outcome that reconcile finds did
-// not happen is released, and the repeat creates the issue once.
-func TestGuardReconcileNotDone(t *testing.T) {
-	ctx := ctxFor(t)
-	tr := newTracker(t)
-	tr.FailNext(http.StatusBadGateway, false)
-	// The clock the guard and the store read: reconcile's "not done" counts
-	// only once the claim's lease has ended.
-	var ns atomic.Int64
-	ns.Store(time.Now().UnixNano())
-	now := func() time.Time { return time.Unix(0, ns.Load()) }
-	guard := idem.New(memory.New(&memory.Options{Now: now}), &idem.Options{Lease: time.Minute, Now: now})
-	srv := trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID(), mcpgo.Reconcile(tr.findIssue)}})
-	c := dial(t, ctx, serveHTTP(t, server.NewStreamableHTTPServer(srv)), nil)
-	args := map[string]any{"title": "lost", "op_id": "op-8"}
-	if first := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(first) != "unknown_outcome" {
-		t.Fatalf("first: %v, want unknown_outcome", first.Meta)
-	}
-	if early := mustCall(t, ctx, c, "create_issue", args, nil); codeOf(early) != "unknown_outcome" || tr.Posts() != 1 {
-		t.Fatalf("a repeat within the lease: %v after %d posts, want unknown_outcome and no post", early.Meta, tr.Posts())
-	}
-	ns.Add(int64(2 * time.Minute))
-	again := mustCall(t, ctx, c, "create_issue", args, nil)
-	if got := structuredJSON(t, again); !strings.Contains(got, `"number":1`) || metaOf(again, idem.MetaReplayed) == true {
-		t.Fatalf("repeat: %s %v, want a first create", got, again.Meta)
-	}
-	if tr.Posts() != 2 || tr.Created() != 1 {
-		t.Fatalf("%d posts, %d created; want 2 and 1", tr.Posts(), tr.Created())
-	}
+	b, _ := json.Marshal(res.StructuredContent)
+	r.Structured = string(b)
+	return r
 }
 
 // TestGuardNotDone: how an mcp-go handler says its failure certainly did
@@ -446,26 +346,6 @@ func TestGuardNotDone(t *testing.T) {
 				t.Fatalf("%d runs, repeat %q error %v; want 2 runs and the second answer", runs.Load(), textOf(again), again.IsError)
 			}
 		})
-	}
-}
-
-// TestGuardIdempotencyKey: the key sent upstream is the same on a repeat
-// over another connection, and differs for another op id.
-func TestGuardIdempotencyKey(t *testing.T) {
-	ctx := ctxFor(t)
-	tr := newTracker(t)
-	tr.FailNext(http.StatusConflict, false) // the first POST is refused: NotDone
-	srv := trackerServer(tr, idem.New(memory.New(nil), nil), idem.Tools{"create_issue": {idem.RequireOpID()}})
-	url := serveHTTP(t, server.NewStreamableHTTPServer(srv))
-	for _, op := range []string{"op-1", "op-1", "op-2"} {
-		mustCall(t, ctx, dial(t, ctx, url, nil), "create_issue", map[string]any{"title": "t", "op_id": op}, nil)
-	}
-	if tr.Posts() != 3 || tr.Created() != 2 {
-		t.Fatalf("%d posts, %d created; want 3 posts (the refused one sent again) and 2 created", tr.Posts(), tr.Created())
-	}
-	k := tr.Keys()
-	if k[0] == "" || k[0] != k[1] || k[1] == k[2] {
-		t.Fatalf("keys %q: want the same key for op-1's two attempts and another for op-2", k)
 	}
 }
 

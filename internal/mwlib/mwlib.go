@@ -5,6 +5,9 @@
 // types; each library registers the handlers through its own idem adapter.
 // storetest implements it for the go-sdk (its default), and
 // github.com/idemkit/sdk/idem/mcpgo/mcpgotest for mark3labs/mcp-go.
+//
+// The Guard's cases are written the same way, over a [GuardLibrary] that
+// idem's tests implement for the go-sdk and idem/mcpgo's for mcp-go.
 package mwlib
 
 import (
