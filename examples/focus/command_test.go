@@ -1,21 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/internal/testenv"
 )
 
@@ -25,16 +22,8 @@ import (
 // focusBin is the command, built once per test run (TestMain removes it).
 var focusBin = &testenv.Binary{Pkg: "."}
 
-// focusBinary returns the command's path, building it on the first call.
-func focusBinary(t *testing.T) string {
-	t.Helper()
-	return focusBin.Path(t)
-}
-
 func TestMain(m *testing.M) {
-	code := m.Run()
-	focusBin.Remove()
-	os.Exit(code)
+	extest.Main(m, "", run, focusBin)
 }
 
 // TestDemo runs -demo twice in one folder: it exits 0, prints the table
@@ -45,15 +34,9 @@ func TestDemo(t *testing.T) {
 	serverID := regexp.MustCompile(`s-[A-Z2-7]{10}`)
 	demo := func() string {
 		t.Helper()
-		cmd := exec.Command(focusBinary(t), "-demo")
+		cmd := exec.Command(focusBin.Path(t), "-demo")
 		cmd.Dir = dir
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("-demo: %v; stderr: %q", err, stderr.String())
-		}
-		return serverID.ReplaceAllString(string(out), "s-ID")
+		return serverID.ReplaceAllString(extest.Output(t, cmd), "s-ID")
 	}
 	first, second := demo(), demo()
 	if first != second {
@@ -86,53 +69,20 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(first, "DIFFERENT") {
 		t.Errorf("the two arrival orders stored different sessions:\n%s", first)
 	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("the demo left %v in its folder", left)
-	}
+	extest.EmptyDir(t, dir)
 }
-
-var urlLog = regexp.MustCompile(`url=(http://\S+)`)
 
 // TestHTTPServesAndStopsOnSIGTERM starts the command over HTTP with a user
 // on a SQLite file, calls a tool with the user's token, and sends SIGTERM:
 // it exits with status 0 and says it stopped.
 func TestHTTPServesAndStopsOnSIGTERM(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(focusBinary(t), "-http", "127.0.0.1:0", "-user", "tok-a=alice", "-store", "sqlite:"+filepath.Join(dir, "f.db"))
+	cmd := exec.Command(focusBin.Path(t), "-http", "127.0.0.1:0", "-user", "tok-a=alice", "-store", "sqlite:"+filepath.Join(dir, "f.db"))
 	cmd.Dir = dir
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	urls := make(chan string, 1)
-	var mu sync.Mutex
-	var logged strings.Builder
-	exited := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		for sc.Scan() {
-			mu.Lock()
-			logged.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := urlLog.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no URL logged within 30 s")
-	}
+	p := extest.StartHTTP(t, cmd)
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"tok-a"}}}, nil)
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.URL, HTTPClient: extest.BearerClient("tok-a")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,17 +91,7 @@ func TestHTTPServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("start_focus: %v %v", err, res)
 	}
 	cs.Close()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil || !strings.Contains(logged.String(), "msg=stopped") || strings.Contains(logged.String(), "still running after") {
-			t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, logged.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("still running 15 s after SIGTERM")
+	if err := p.Stop(syscall.SIGTERM, 15*time.Second); err != nil || !strings.Contains(p.Log(), "msg=stopped") {
+		t.Fatalf("SIGTERM: %v; want a clean exit that logs msg=stopped; stderr:\n%s", err, p.Log())
 	}
 }

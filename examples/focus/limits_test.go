@@ -235,7 +235,7 @@ func TestHandlersRefuseLongText(t *testing.T) {
 // TestSchemaStatesTextBounds: the label, summaries and notes have their
 // bound in the input schema, where a client reads it.
 func TestSchemaStatesTextBounds(t *testing.T) {
-	tools := listedSchemas(t, newHarness(t, "memory"))
+	tools := listed(t, newHarness(t, "memory"))
 	for _, c := range []struct {
 		tool, arg string
 		max       int
@@ -245,7 +245,7 @@ func TestSchemaStatesTextBounds(t *testing.T) {
 		{"log_session", "note", maxText},
 		{"heartbeat", "note", maxText},
 	} {
-		if got := tools[c.tool][c.arg]["maxLength"]; got != float64(c.max) {
+		if got := tools.Prop(t, c.tool, c.arg)["maxLength"]; got != float64(c.max) {
 			t.Errorf("%s %s: maxLength %v, want %d", c.tool, c.arg, got, c.max)
 		}
 	}

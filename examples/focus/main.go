@@ -34,8 +34,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
 )
@@ -47,38 +45,23 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := exserve.Logger(stderr, "focus")
 	var f exserve.Flags
-	fs := flagSet(&f, stderr)
-	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		log.Error(err.Error())
-		return 2
+	c, status := f.Start(flagSet(&f, stderr), args, nil)
+	if c == nil {
+		return status
 	}
+	defer c.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	s, closeStore, err := f.OpenStore(ctx, log, "focus")
-	if err != nil {
-		log.Error("opening the store", "err", err)
-		return 1
-	}
-	defer closeStore()
-
+	var err error
 	if f.Demo {
-		err = runDemo(ctx, s, stdout)
+		err = runDemo(c.Ctx, c.Store, stdout)
 	} else {
-		srv := NewServer(s, configOf(&f, log))
-		err = exserve.Run(ctx, stop, log, srv, &f)
+		err = c.Run(NewServer(c.Store, configOf(&f, c.Log)))
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("stopped", "err", err)
-		return 1
+	if errors.Is(err, context.Canceled) {
+		err = nil // interrupted: a clean stop
 	}
-	log.Info("stopped")
-	return 0
+	return c.Exit(err)
 }
 
 // flagSet is the command's flag set: the flags every example takes.

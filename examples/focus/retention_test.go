@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
 )
@@ -21,35 +21,9 @@ import (
 // returns its endpoint; the process is killed when the test ends.
 func serveCommand(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(focusBinary(t), append([]string{"-http", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(focusBin.Path(t), append([]string{"-http", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = t.TempDir()
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		for sc.Scan() {
-			if m := urlLog.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urls <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case url := <-urls:
-		return url
-	case <-time.After(30 * time.Second):
-		t.Fatal("no URL logged within 30 s")
-		return ""
-	}
+	return extest.StartHTTP(t, cmd).URL
 }
 
 // addAgain sends add_steps with one op id and returns the day's steps it
@@ -87,21 +61,28 @@ func checkTTL(t *testing.T, cs *mcp.ClientSession) {
 // TestTTLFlag: the server the flags -ttl 1s configure keeps an answer for
 // a second.
 func TestTTLFlag(t *testing.T) {
+	checkTTL(t, connectFlags(t, "-store", "memory:", "-ttl", "1s"))
+}
+
+// connectFlags serves the server as the flags args configure it, in this
+// process, and returns an in-process client of it.
+func connectFlags(t *testing.T, args ...string) *mcp.ClientSession {
+	t.Helper()
 	var f exserve.Flags
-	if err := f.Parse(flagSet(&f, io.Discard), []string{"-store", "memory:", "-ttl", "1s"}); err != nil {
+	if err := f.Parse(flagSet(&f, io.Discard), args); err != nil {
 		t.Fatal(err)
 	}
 	s, done, err := f.OpenStore(t.Context(), slog.New(slog.DiscardHandler), "focus")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer done()
+	t.Cleanup(done)
 	cs, err := idemtest.Connect(t.Context(), NewServer(s, configOf(&f, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	checkTTL(t, cs)
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // TestTTLFlagCommand runs the command over HTTP with -ttl 1s: its answers
@@ -121,20 +102,7 @@ func TestTTLFlagCommand(t *testing.T) {
 // configure keeps at most 10 bytes of a user's answers: a call with an op
 // id, whose answer is larger, is refused quota_exceeded.
 func TestMaxStoredBytesFlag(t *testing.T) {
-	var f exserve.Flags
-	if err := f.Parse(flagSet(&f, io.Discard), []string{"-store", "memory:", "-max-stored-bytes", "10"}); err != nil {
-		t.Fatal(err)
-	}
-	s, done, err := f.OpenStore(t.Context(), slog.New(slog.DiscardHandler), "focus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	cs, err := idemtest.Connect(t.Context(), NewServer(s, configOf(&f, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectFlags(t, "-store", "memory:", "-max-stored-bytes", "10")
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_steps",
 		Arguments: map[string]any{"date": "2026-03-02", "steps": 100, "op_id": "op-bound"}})
 	if err != nil || !res.IsError || codeOf(res) != string(idem.CodeQuotaExceeded) {
@@ -148,17 +116,11 @@ func TestMaxStoredBytesFlag(t *testing.T) {
 func TestRetentionFlagsRefused(t *testing.T) {
 	for _, args := range [][]string{{"-ttl", "0s"}, {"-ttl", "-5m"}, {"-sweep-every", "0"}, {"-sweep-every", "-1s"}, {"-max-stored-bytes", "-1"}} {
 		dir := t.TempDir()
-		cmd := exec.Command(focusBinary(t), append(args, "-store", "sqlite:f.db")...)
+		cmd := exec.Command(focusBin.Path(t), append(args, "-store", "sqlite:f.db")...)
 		cmd.Dir = dir
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		code := -1
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		if code != 2 || !strings.Contains(stderr.String(), args[0]+" must ") {
-			t.Errorf("%q: exit %d (%v), stderr %q; want 2 naming %s", args, code, err, stderr.String(), args[0])
+		code, _, stderr := extest.Run(t, cmd)
+		if code != 2 || !strings.Contains(stderr, args[0]+" must ") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming %s", args, code, stderr, args[0])
 		}
 		if left, _ := os.ReadDir(dir); len(left) != 0 {
 			t.Errorf("%q: the refused command left %v", args, left)

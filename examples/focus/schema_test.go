@@ -1,79 +1,44 @@
 package main
 
 import (
-	"encoding/json"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/idem"
 )
 
-// listedSchemas returns the input schema's properties of each tool, as
-// tools/list sends them, read through an in-process client.
-func listedSchemas(t *testing.T, h *harness) map[string]map[string]map[string]any {
+// listed returns the tools as tools/list sends them, read through an
+// in-process client.
+func listed(t *testing.T, h *harness) extest.Tools {
 	t.Helper()
 	res, err := h.connect().ListTools(h.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]map[string]map[string]any{}
-	for _, tool := range res.Tools {
-		b, err := json.Marshal(tool.InputSchema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s struct {
-			Properties map[string]map[string]any `json:"properties"`
-		}
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		out[tool.Name] = s.Properties
-	}
-	return out
+	return extest.ListedTools(t, res.Tools)
 }
 
 // TestSchemaStatesLimits reads tools/list as a client does: every range,
 // list of values and time or date format the tools' descriptions state is
 // in the input schema too, where a client checks it before calling.
 func TestSchemaStatesLimits(t *testing.T) {
-	tools := listedSchemas(t, newHarness(t, "memory"))
-	prop := func(tool, arg string) map[string]any {
-		t.Helper()
-		p, ok := tools[tool][arg]
-		if !ok {
-			t.Fatalf("%s: no property %s", tool, arg)
-		}
-		return p
-	}
-
+	tools := listed(t, newHarness(t, "memory"))
 	// Event times: RFC 3339, in the years 2000 to 2099.
 	for _, c := range [][2]string{{"start_focus", "started_at"}, {"end_focus", "end_at"}, {"log_session", "started_at"}, {"heartbeat", "at"}} {
-		p := prop(c[0], c[1])
-		if p["format"] != "date-time" {
+		if p := tools.Prop(t, c[0], c[1]); p["format"] != "date-time" {
 			t.Errorf("%s %s: format %v, want date-time", c[0], c[1], p["format"])
 		}
-		pattern, _ := p["pattern"].(string)
-		re, err := regexp.Compile(pattern)
-		if pattern == "" || err != nil {
-			t.Errorf("%s %s: no pattern that compiles: %v (%v)", c[0], c[1], p, err)
-			continue
-		}
-		for v, want := range map[string]bool{
+		tools.Matches(t, c[0], c[1], map[string]bool{
 			"2000-01-01T00:00:00Z": true, "2026-03-02T14:05:00+01:00": true, "2099-12-31T23:59:59.5Z": true,
 			"1999-12-31T23:59:59Z": false, "2100-01-01T00:00:00Z": false, "0001-01-01T00:00:00Z": false, "9999-12-31T00:00:00Z": false,
 			"x2026-03-02T14:05:00Z": false,
-		} {
-			if re.MatchString(v) != want {
-				t.Errorf("%s %s: pattern %q matches %s: %v, want %v", c[0], c[1], pattern, v, !want, want)
-			}
-		}
+		})
 	}
 	// Dates.
 	for _, c := range [][2]string{{"add_steps", "date"}, {"set_steps", "date"}, {"list_sessions", "date"}} {
-		if p := prop(c[0], c[1]); p["format"] != "date" {
+		if p := tools.Prop(t, c[0], c[1]); p["format"] != "date" {
 			t.Errorf("%s %s: format %v, want date", c[0], c[1], p["format"])
 		}
 	}
@@ -86,16 +51,13 @@ func TestSchemaStatesLimits(t *testing.T) {
 		{"add_steps", "steps", 1, 100000},
 		{"set_steps", "steps", 0, 200000},
 	} {
-		if p := prop(c.tool, c.arg); p["type"] != "integer" || p["minimum"] != c.min || p["maximum"] != c.max {
+		if p := tools.Prop(t, c.tool, c.arg); p["type"] != "integer" || p["minimum"] != c.min || p["maximum"] != c.max {
 			t.Errorf("%s %s: %v, want an integer from %v to %v", c.tool, c.arg, p, c.min, c.max)
 		}
 	}
 	// The outcomes of a stop.
-	var enum []string
-	raw, _ := json.Marshal(prop("end_focus", "outcome")["enum"])
-	_ = json.Unmarshal(raw, &enum)
-	if slices.Sort(enum); !slices.Equal(enum, []string{"abandoned", "done", "interrupted"}) {
-		t.Errorf("end_focus outcome: enum %s, want done, abandoned and interrupted", raw)
+	if enum := tools.Enum(t, "end_focus", "outcome"); !slices.Equal(enum, []string{"abandoned", "done", "interrupted"}) {
+		t.Errorf("end_focus outcome: enum %q, want done, abandoned and interrupted", enum)
 	}
 }
 

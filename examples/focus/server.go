@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/target"
 	"github.com/idemkit/sdk/merge"
@@ -269,18 +270,11 @@ func (f *focus) Runs(tool string) (ran, committed int64) {
 	return ran, committed
 }
 
-// user is whose records a call touches: the authenticated user, as for the
-// op records' scope, or "" over stdio.
-func user(req *mcp.CallToolRequest) string {
-	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
-		return req.Extra.TokenInfo.UserID
-	}
-	return ""
-}
-
-// key returns the key of a document of req's user.
+// key returns the key of a document of req's user: a call touches the
+// records of its authenticated user, as for the op records' scope, or of
+// "" over stdio.
 func key(req *mcp.CallToolRequest, collection, id string) idem.Key {
-	return idem.Key{Owner: user(req), Collection: collection, ID: id}
+	return idem.Key{Owner: exserve.CallUser(req), Collection: collection, ID: id}
 }
 
 // refuse is a refusal whose message is sent to the caller: it must hold no
@@ -366,50 +360,39 @@ const (
 // refuses a value outside them (invalid_arguments) before the handler
 // runs. The middleware does not check formats: parseTime and checkDate do.
 var (
-	startSchema = inputSchema[StartArgs](func(p props) {
+	startSchema = exserve.InputSchema[StartArgs](func(p props) {
 		eventTime(p["started_at"])
 		maxLength(p["label"], maxLabel)
 	})
-	endSchema = inputSchema[EndArgs](func(p props) {
+	endSchema = exserve.InputSchema[EndArgs](func(p props) {
 		eventTime(p["end_at"])
 		maxLength(p["summary"], maxText)
 		for _, o := range outcomes {
 			p["outcome"].Enum = append(p["outcome"].Enum, o)
 		}
 	})
-	logSchema = inputSchema[LogArgs](func(p props) {
+	logSchema = exserve.InputSchema[LogArgs](func(p props) {
 		eventTime(p["started_at"])
 		between(p["minutes"], 1, maxLogMinutes)
 		maxLength(p["note"], maxText)
 	})
-	addStepsSchema = inputSchema[StepsArgs](func(p props) {
+	addStepsSchema = exserve.InputSchema[StepsArgs](func(p props) {
 		p["date"].Format = "date"
 		between(p["steps"], 1, maxAddSteps)
 	})
-	setStepsSchema = inputSchema[SetStepsArgs](func(p props) {
+	setStepsSchema = exserve.InputSchema[SetStepsArgs](func(p props) {
 		p["date"].Format = "date"
 		between(p["steps"], 0, maxDeviceSteps)
 	})
-	beatSchema = inputSchema[BeatArgs](func(p props) {
+	beatSchema = exserve.InputSchema[BeatArgs](func(p props) {
 		eventTime(p["at"])
 		maxLength(p["note"], maxText)
 	})
-	listSchema = inputSchema[ListArgs](func(p props) { p["date"].Format = "date" })
+	listSchema = exserve.InputSchema[ListArgs](func(p props) { p["date"].Format = "date" })
 )
 
 // props are the properties of an input schema, by argument name.
 type props = map[string]*jsonschema.Schema
-
-// inputSchema is the input schema inferred from T, its properties changed
-// by edit.
-func inputSchema[T any](edit func(props)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err)
-	}
-	edit(s.Properties)
-	return s
-}
 
 // eventTime states that p is an event time: RFC 3339, in the years 2000
 // to 2099.

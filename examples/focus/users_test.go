@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -9,18 +8,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/target"
 )
-
-// bearer adds a bearer token to every request.
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // TestUsersOverHTTP: alice and bob, with their own bearer tokens, use the
 // same session id and the same op ids over streamable HTTP. Neither sees,
@@ -31,7 +22,7 @@ func TestUsersOverHTTP(t *testing.T) {
 		defer hs.Close()
 		as := func(token string) *mcp.ClientSession {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(h.ctx,
-				&mcp.StreamableClientTransport{Endpoint: hs.URL + exserve.Path, HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+				&mcp.StreamableClientTransport{Endpoint: hs.URL + exserve.Path, HTTPClient: extest.BearerClient(token)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

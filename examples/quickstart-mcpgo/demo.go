@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"io"
 	"net/http/httptest"
 
@@ -11,86 +9,45 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
 )
 
-// runDemo plays an app whose first response is lost, as the quickstart's
-// -demo does, with mcp-go's own client: it sends add_expense, loses the
-// answer after the server committed, reconnects, asks get_operation, and
-// sends it again with the same op id. Then it sets a month's budget twice.
-// Each step prints what was sent, what came back and why: the quickstart's
-// lines, word for word.
+// runDemo is the quickstart's -demo (exserve.QuickstartDemo) with mcp-go's
+// own client, over streamable HTTP on loopback: an app whose first
+// response is lost recovers it with get_operation and a retry, and each
+// write happens once. It prints the quickstart's lines, word for word.
 func runDemo(ctx context.Context, srv *server.MCPServer, s idem.Store, w io.Writer) error {
-	opID := "demo-" + rand.Text()[:10]
-	args := map[string]any{"amount_cents": 1250, "note": "lunch", "op_id": opID}
 	d := &idemtest.HTTPDropper{Next: server.NewStreamableHTTPServer(srv, server.WithStateLess(true))}
 	hs := httptest.NewServer(d) // on loopback, as -http serves it
 	defer hs.Close()
-	d.Arm("add_expense")
-	cl, err := connect(ctx, hs.URL+"/mcp")
-	if err != nil {
-		return err
-	}
-	_, err = cl.CallTool(ctx, callOf("add_expense", args))
-	cl.Close()
-	if err == nil || d.Dropped() != 1 {
-		return fmt.Errorf("demo: the first response was not lost (%v)", err)
-	}
-	fmt.Fprintf(w, "1. add_expense %s -> no answer: the server committed the expense, then the connection closed before the response arrived. The app cannot tell whether it was saved.\n", jsonOf(args, ""))
-
-	cl, err = connect(ctx, hs.URL+"/mcp") // reconnect, as the app would
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	q := map[string]any{"tool": "add_expense", "op_id": opID}
-	st, err := cl.CallTool(ctx, callOf("get_operation", q))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "2. get_operation %s -> status %s, output %s: the op record was saved with the expense, so the lost call did go through.\n",
-		jsonOf(q, ""), jsonOf(st.StructuredContent, "status"), jsonOf(st.StructuredContent, "output"))
-
-	res, err := cl.CallTool(ctx, callOf("add_expense", args))
-	if err != nil {
-		return err
-	}
-	var replayed any
-	if res.Meta != nil {
-		replayed = res.Meta.AdditionalFields[idem.MetaReplayed]
-	}
-	fmt.Fprintf(w, "3. add_expense again, the same arguments and op_id -> %s with _meta %s=%v: the stored result of step 1, answered again; nothing was added.\n",
-		jsonOf(res.StructuredContent, ""), idem.MetaReplayed, replayed)
-
-	budget := map[string]any{"month": "2026-11", "amount_cents": 40000}
-	for i := range 2 {
-		res, err = cl.CallTool(ctx, callOf("set_budget", budget))
+	connect := func(ctx context.Context, lossy bool) (exserve.DemoClient, error) {
+		if lossy {
+			d.Arm("add_expense")
+		}
+		cl, err := connect(ctx, hs.URL+"/mcp")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		why := "writes the budget record of 2026-11."
-		if i == 1 {
-			why = "the month is the record key, so the repeat replaced the same record instead of adding one."
-		}
-		fmt.Fprintf(w, "%d. set_budget %s (no op_id) -> %s: %s\n", 4+i, jsonOf(budget, ""), jsonOf(res.StructuredContent, ""), why)
+		return demoClient{cl}, nil
 	}
+	return exserve.QuickstartDemo(ctx, w, s, connect, d.Dropped)
+}
 
-	var l ledger
-	var b Budget
-	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-		if _, err := tx.Get(ctx, ledgerKey, &l); err != nil {
-			return err
-		}
-		_, err := tx.Get(ctx, idem.Key{Collection: "budgets", ID: "2026-11"}, &b)
-		return err
-	})
+// demoClient is an mcp-go client as the demo calls it.
+type demoClient struct{ *client.Client }
+
+func (c demoClient) Call(ctx context.Context, tool string, args map[string]any) (any, map[string]any, error) {
+	res, err := c.CallTool(ctx, callOf(tool, args))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	fmt.Fprintf(w, "6. read from the database directly: expenses %d, total %d cents; one budget record for 2026-11, %d cents.\n", l.Count, l.TotalCents, b.AmountCents)
-	fmt.Fprintln(w, "So: a response lost after the commit was recovered with get_operation and a retry under the same op_id, and each write happened once.")
-	return nil
+	var meta map[string]any
+	if res.Meta != nil {
+		meta = res.Meta.AdditionalFields
+	}
+	return res.StructuredContent, meta, nil
 }
 
 // callOf is a tools/call request of tool with args.

@@ -27,14 +27,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -82,14 +79,9 @@ var (
 )
 
 // inputSchema is the input schema inferred from T, its properties changed
-// by edit, as JSON for mcp.WithRawInputSchema.
+// by edit (exserve.InputSchema), as JSON for mcp.WithRawInputSchema.
 func inputSchema[T any](edit func(map[string]*jsonschema.Schema)) json.RawMessage {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err)
-	}
-	edit(s.Properties)
-	b, err := json.Marshal(s)
+	b, err := json.Marshal(exserve.InputSchema[T](edit))
 	if err != nil {
 		panic(err)
 	}
@@ -206,7 +198,6 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := exserve.Logger(stderr, "quickstart-mcpgo")
 	var f exserve.Flags
 	fs := f.FlagSet("quickstart-mcpgo", stderr, "sqlite:idemkit-quickstart.db",
 		"quickstart-mcpgo -demo",
@@ -219,48 +210,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		f.Store = "sqlite:" + path
 		return nil
 	})
-	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		log.Error(err.Error())
-		return 2
+	c, status := f.Start(fs, args, nil)
+	if c == nil {
+		return status
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	s, closeStore, err := f.OpenStore(ctx, log, "quickstart-mcpgo")
-	if err != nil {
-		log.Error("opening the store", "err", err)
-		return 1
-	}
-	defer closeStore()
-	srv := newServer(s, f.TTL, f.MaxStoredBytes)
+	defer c.Close()
+	srv := newServer(c.Store, f.TTL, f.MaxStoredBytes)
 
 	if f.Demo {
-		err = runDemo(ctx, srv, s, stdout)
-	} else {
-		err = exserve.RunServer(ctx, stop, log, serving(srv, log), &f)
+		return c.Exit(runDemo(c.Ctx, srv, c.Store, stdout))
 	}
-	if err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
-}
-
-// jsonOf returns v, or its member field, as JSON (a string member as is).
-func jsonOf(v any, field string) string {
-	b, _ := json.Marshal(v)
-	if field == "" {
-		return string(b)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	if s, ok := m[field].(string); ok {
-		return s
-	}
-	b, _ = json.Marshal(m[field])
-	return string(b)
+	return c.Exit(c.RunServer(serving(srv, c.Log)))
 }

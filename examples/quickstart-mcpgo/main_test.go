@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
@@ -18,7 +19,7 @@ import (
 // it a third time: one expense, one total, the same answer each time.
 func TestHTTPRepeatAndRestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "q.db")
-	call := func(args map[string]any) *mcp.CallToolResult {
+	extest.QuickstartRepeatAndRestart(t, func(args map[string]any) extest.Answer {
 		t.Helper()
 		s, err := sqlite.Open(db, nil)
 		if err != nil {
@@ -33,31 +34,19 @@ func TestHTTPRepeatAndRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		if res.IsError {
-			t.Fatalf("add_expense: %s", jsonOf(res, ""))
+			t.Fatalf("add_expense: %s", exserve.JSONOf(res, ""))
 		}
-		return res
+		return answerOf(res)
+	})
+}
+
+// answerOf is res as the checks the quickstarts share read it.
+func answerOf(res *mcp.CallToolResult) extest.Answer {
+	var meta map[string]any
+	if res.Meta != nil {
+		meta = res.Meta.AdditionalFields
 	}
-	args := map[string]any{"amount_cents": 500, "op_id": "app-op-1"}
-	first := call(args)
-	if replayed(first) {
-		t.Fatal("the first call is marked as a replay")
-	}
-	for i := 0; i < 2; i++ { // the second call runs on a restarted server
-		again := call(args)
-		if !replayed(again) {
-			t.Fatalf("call %d not replayed", i+2)
-		}
-		if jsonOf(again.StructuredContent, "") != jsonOf(first.StructuredContent, "") {
-			t.Fatalf("answers differ: %s vs %s", jsonOf(first.StructuredContent, ""), jsonOf(again.StructuredContent, ""))
-		}
-	}
-	if got := jsonOf(first.StructuredContent, "total_cents"); got != "500" {
-		t.Fatalf("total %s, want 500", got)
-	}
-	// A new op id is a new expense.
-	if got := jsonOf(call(map[string]any{"amount_cents": 500, "op_id": "app-op-2"}).StructuredContent, "total_cents"); got != "1000" {
-		t.Fatalf("total after a second expense %s, want 1000", got)
-	}
+	return extest.Answer{IsError: res.IsError, Content: exserve.JSONOf(res.Content, ""), Structured: res.StructuredContent, Meta: meta}
 }
 
 // TestToolAnnotations lists the tools as a client would and checks that
@@ -87,7 +76,7 @@ func TestToolAnnotations(t *testing.T) {
 		}
 		a := tool.Annotations
 		if a.IdempotentHint == nil || *a.IdempotentHint != w[0] || (a.ReadOnlyHint != nil && *a.ReadOnlyHint) != w[1] {
-			t.Errorf("%s annotations %s, want idempotent=%v readOnly=%v", tool.Name, jsonOf(a, ""), w[0], w[1])
+			t.Errorf("%s annotations %s, want idempotent=%v readOnly=%v", tool.Name, exserve.JSONOf(a, ""), w[0], w[1])
 		}
 		delete(want, tool.Name)
 	}

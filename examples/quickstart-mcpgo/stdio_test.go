@@ -8,18 +8,15 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 )
 
 // TestMain lets the test binary act as the command, so the stdio test can
 // start it as a subprocess the way a local client does.
 func TestMain(m *testing.M) {
-	if os.Getenv("QUICKSTART_MCPGO_AS_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	code := m.Run()
-	bin.Remove()
-	quickstartBin.Remove()
-	os.Exit(code)
+	extest.Main(m, "QUICKSTART_MCPGO_AS_MAIN", run, bin, quickstartBin)
 }
 
 // TestStdioRepeatAcrossProcesses runs the command over stdio twice, as a
@@ -28,9 +25,9 @@ func TestMain(m *testing.M) {
 func TestStdioRepeatAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "q.db")
-	call := func() *mcp.CallToolResult {
+	call := func() extest.Answer {
 		t.Helper()
-		cl, err := client.NewStdioMCPClient(os.Args[0], append(os.Environ(), "QUICKSTART_MCPGO_AS_MAIN=1"), "-stdio", "-db", db)
+		cl, err := client.NewStdioMCPClient(os.Args[0], extest.AsMainEnv("QUICKSTART_MCPGO_AS_MAIN"), "-stdio", "-db", db)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,18 +42,13 @@ func TestStdioRepeatAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		if res.IsError {
-			t.Fatalf("add_expense: %s", jsonOf(res, ""))
+			t.Fatalf("add_expense: %s", exserve.JSONOf(res, ""))
 		}
-		return res
+		return answerOf(res)
 	}
 	first, second := call(), call()
-	if replayed(first) || !replayed(second) {
-		t.Fatalf("replay markers: %v, %v", replayed(first), replayed(second))
-	}
-	if a, b := jsonOf(first.StructuredContent, ""), jsonOf(second.StructuredContent, ""); a != b {
-		t.Fatalf("answers differ: %s vs %s", a, b)
-	}
-	if got := jsonOf(second.StructuredContent, "total_cents"); got != "700" {
+	extest.SameReplayed(t, first, second)
+	if got := second.Field("total_cents"); got != "700" {
 		t.Fatalf("total %s, want 700", got)
 	}
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/internal/testenv"
 )
 
@@ -29,89 +27,22 @@ import (
 // quickstartBin is the command, built once per test run (TestMain removes it).
 var quickstartBin = &testenv.Binary{Pkg: "."}
 
-// quickstartBinary returns the command's path, building it on the first call.
-func quickstartBinary(t *testing.T) string {
-	t.Helper()
-	return quickstartBin.Path(t)
-}
-
-// server is the command serving HTTP, started by startHTTP.
-type server struct {
-	cmd    *exec.Cmd
-	url    string      // the endpoint URL it printed
-	stderr chan string // the lines it printed after the first
-	exited chan error  // receives cmd.Wait's answer
-}
-
 // urlLine is the first line the command logs over HTTP, in the log format
 // every example shares (slog's text format, naming the server).
 var urlLine = regexp.MustCompile(`^time=\S+ level=INFO msg="MCP over streamable HTTP" server=quickstart url=(http://\S+) users=0 `)
 
-// startHTTP starts the command on a free port and reads the URL it prints.
-func startHTTP(t *testing.T) *server {
+// startHTTP starts the command on a free port and checks that the first
+// line it logs is the URL it serves.
+func startHTTP(t *testing.T) *extest.Process {
 	t.Helper()
-	cmd := exec.Command(quickstartBinary(t), "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "q.db"))
+	cmd := exec.Command(quickstartBin.Path(t), "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "q.db"))
 	cmd.Dir = t.TempDir()
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := extest.StartHTTP(t, cmd)
+	line, _, _ := strings.Cut(p.Log(), "\n")
+	if m := urlLine.FindStringSubmatch(line); m == nil || m[1] != p.URL {
+		t.Fatalf("first line on stderr %q, want the endpoint URL", line)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, stderr: make(chan string, 16), exited: make(chan error, 1)}
-	first := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		for n := 0; sc.Scan(); n++ {
-			if n == 0 {
-				first <- sc.Text()
-			} else {
-				s.stderr <- sc.Text()
-			}
-		}
-		close(first)
-		close(s.stderr)
-		s.exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	select {
-	case line := <-first:
-		m := urlLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("first line on stderr %q, want the endpoint URL", line)
-		}
-		s.url = m[1]
-	case <-time.After(30 * time.Second):
-		t.Fatal("no URL printed within 30 s")
-	}
-	return s
-}
-
-// stop sends sig and waits for the process to exit.
-func (s *server) stop(t *testing.T, sig os.Signal, within time.Duration) error {
-	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-s.exited:
-		if err != nil {
-			return err
-		}
-	case <-time.After(within):
-		t.Fatalf("still running %v after %v", within, sig)
-		return nil
-	}
-	// A clean exit did not wait out the shutdown timeout: the command says
-	// so when it has to close connections (a slow machine may take longer
-	// than the timeout to exit, so time alone does not tell).
-	for line := range s.stderr {
-		if strings.Contains(line, "still running after") {
-			return fmt.Errorf("the shutdown timed out: %s", line)
-		}
-	}
-	return nil
+	return p
 }
 
 // TestHTTPPrintsTheURLItServes starts the command on port 0 and checks that
@@ -119,12 +50,12 @@ func (s *server) stop(t *testing.T, sig os.Signal, within time.Duration) error {
 // answers an MCP initialize and a tool call, and that / says where MCP is.
 func TestHTTPPrintsTheURLItServes(t *testing.T) {
 	s := startHTTP(t)
-	if !strings.HasSuffix(s.url, exserve.Path) || strings.Contains(s.url, ":0/") {
-		t.Fatalf("printed URL %s: want the real port and the path %s", s.url, exserve.Path)
+	if !strings.HasSuffix(s.URL, exserve.Path) || strings.Contains(s.URL, ":0/") {
+		t.Fatalf("printed URL %s: want the real port and the path %s", s.URL, exserve.Path)
 	}
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url}, nil)
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL}, nil)
 	if err != nil {
 		t.Fatalf("initialize at the printed URL: %v", err)
 	}
@@ -137,7 +68,7 @@ func TestHTTPPrintsTheURLItServes(t *testing.T) {
 		t.Fatalf("set_budget: %v %v", err, res)
 	}
 
-	resp, err := http.Get(strings.TrimSuffix(s.url, exserve.Path) + "/")
+	resp, err := http.Get(strings.TrimSuffix(s.URL, exserve.Path) + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +80,7 @@ func TestHTTPPrintsTheURLItServes(t *testing.T) {
 
 	// The client's session is still open: the
 	// shutdown must not wait for it.
-	if err := s.stop(t, syscall.SIGTERM, 15*time.Second); err != nil {
+	if err := s.Stop(syscall.SIGTERM, 15*time.Second); err != nil {
 		t.Fatalf("exit after SIGTERM with a client connected: %v", err)
 	}
 }
@@ -159,13 +90,8 @@ func TestHTTPPrintsTheURLItServes(t *testing.T) {
 func TestHTTPShutsDownOnSignals(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
 		t.Run(sig.String(), func(t *testing.T) {
-			s := startHTTP(t)
-			if err := s.stop(t, sig, 15*time.Second); err != nil {
-				var lines []string
-				for l := range s.stderr {
-					lines = append(lines, l)
-				}
-				t.Fatalf("exit after %v: %v; stderr: %q", sig, err, lines)
+			if err := startHTTP(t).Stop(sig, 15*time.Second); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -179,20 +105,14 @@ func TestHTTPBindFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	cmd := exec.Command(quickstartBinary(t), "-http", ln.Addr().String(), "-db", filepath.Join(t.TempDir(), "q.db"))
+	cmd := exec.Command(quickstartBin.Path(t), "-http", ln.Addr().String(), "-db", filepath.Join(t.TempDir(), "q.db"))
 	cmd.Dir = t.TempDir()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	go func() { <-ctx.Done(); cmd.Process.Kill() }()
-	err = cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
-		t.Fatalf("exit %v, want a non-zero status; stderr: %q", err, stderr.String())
+	code, _, stderr := extest.Run(t, cmd)
+	if code <= 0 {
+		t.Fatalf("exit %d, want a non-zero status; stderr: %q", code, stderr)
 	}
-	if out := stderr.String(); strings.Contains(out, "MCP over streamable HTTP") || !strings.Contains(out, "cannot serve on "+ln.Addr().String()) {
-		t.Fatalf("stderr %q, want only the bind failure", out)
+	if strings.Contains(stderr, "MCP over streamable HTTP") || !strings.Contains(stderr, "cannot serve on "+ln.Addr().String()) {
+		t.Fatalf("stderr %q, want only the bind failure", stderr)
 	}
 }
 
@@ -201,49 +121,23 @@ func TestHTTPBindFailure(t *testing.T) {
 // uses a fresh temporary database).
 func TestDemoRunsTheSameEachTime(t *testing.T) {
 	dir := t.TempDir()
-	ids := regexp.MustCompile(`demo-[A-Z2-7]{10}|exp-1-[A-Z2-7]{6}`)
-	demo := func() string {
-		t.Helper()
-		cmd := exec.Command(quickstartBinary(t), "-demo")
-		cmd.Dir = dir
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("-demo: %v; stderr: %q", err, stderr.String())
-		}
-		return ids.ReplaceAllStringFunc(string(out), func(id string) string { return id[:strings.LastIndexByte(id, '-')] + "-ID" })
-	}
-	first, second := demo(), demo()
+	first, second := extest.QuickstartDemo(t, quickstartBin.Path(t), dir), extest.QuickstartDemo(t, quickstartBin.Path(t), dir)
 	if first != second {
 		t.Fatalf("two runs differ:\n%s\n---\n%s", first, second)
 	}
-	lines := strings.Split(strings.TrimSpace(first), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("%d lines, want 6 steps and a summary:\n%s", len(lines), first)
-	}
-	for _, want := range []string{"no answer", "status committed", "io.idemkit/replayed=true", "expenses 1, total 1250 cents"} {
-		if !strings.Contains(first, want) {
-			t.Errorf("output lacks %q:\n%s", want, first)
-		}
-	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("the demo left %v in its folder", left)
-	}
+	extest.EmptyDir(t, dir)
 }
 
 // TestHelpShowsExamples runs -h: it exits 0 and shows the example lines
 // and the shared flags, the limits among them.
 func TestHelpShowsExamples(t *testing.T) {
-	cmd := exec.Command(quickstartBinary(t), "-h")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("-h: %v\n%s", err, stderr.String())
+	code, _, stderr := extest.Run(t, exec.Command(quickstartBin.Path(t), "-h"))
+	if code != 0 {
+		t.Fatalf("-h: exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{"Examples:\n  quickstart -demo\n", "-store", "-db", "-user", "-max-calls", "docs/production.md"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("-h lacks %q:\n%s", want, stderr.String())
+		if !strings.Contains(stderr, want) {
+			t.Errorf("-h lacks %q:\n%s", want, stderr)
 		}
 	}
 }
@@ -252,15 +146,12 @@ func TestHelpShowsExamples(t *testing.T) {
 // exit, the metrics, through the server's log on stderr; the demo's own
 // output on stdout is unchanged.
 func TestDemoWithTelemetry(t *testing.T) {
-	cmd := exec.Command(quickstartBinary(t), "-demo", "-telemetry")
+	cmd := exec.Command(quickstartBin.Path(t), "-demo", "-telemetry")
 	cmd.Dir = t.TempDir()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("-demo -telemetry: %v; stderr: %q", err, stderr.String())
+	code, out, log := extest.Run(t, cmd)
+	if code != 0 {
+		t.Fatalf("-demo -telemetry: exit %d; stderr: %q", code, log)
 	}
-	log := stderr.String()
 	for _, want := range []string{
 		`msg=span server=quickstart name="tools/call add_expense"`, "attrs.idemkit.outcome=first", "attrs.idemkit.outcome=replay",
 		"idemkit.calls", "mcp.server.operation.duration",
@@ -269,7 +160,7 @@ func TestDemoWithTelemetry(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}
 	}
-	if strings.Contains(string(out), "msg=span") {
+	if strings.Contains(out, "msg=span") {
 		t.Errorf("spans went to stdout:\n%s", out)
 	}
 }

@@ -30,14 +30,10 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -75,24 +71,13 @@ const monthPattern = `^[0-9]{4}-(0[1-9]|1[0-2])$`
 // middleware refuses a value outside them (invalid_arguments) before the
 // handler runs.
 var (
-	expenseSchema = inputSchema[Expense](func(p map[string]*jsonschema.Schema) {
+	expenseSchema = exserve.InputSchema[Expense](func(p map[string]*jsonschema.Schema) {
 		p["amount_cents"].Minimum = new(1.0)
 	})
-	budgetSchema = inputSchema[Budget](func(p map[string]*jsonschema.Schema) {
+	budgetSchema = exserve.InputSchema[Budget](func(p map[string]*jsonschema.Schema) {
 		p["month"].Pattern = monthPattern
 	})
 )
-
-// inputSchema is the input schema inferred from T, its properties changed
-// by edit.
-func inputSchema[T any](edit func(map[string]*jsonschema.Schema)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err)
-	}
-	edit(s.Properties)
-	return s
-}
 
 type ledger struct {
 	TotalCents int64 `json:"total_cents"`
@@ -176,7 +161,6 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := exserve.Logger(stderr, "quickstart")
 	var f exserve.Flags
 	fs := f.FlagSet("quickstart", stderr, "sqlite:idemkit-quickstart.db",
 		"quickstart -demo",
@@ -189,118 +173,45 @@ func run(args []string, stdout, stderr io.Writer) int {
 		f.Store = "sqlite:" + path
 		return nil
 	})
-	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		log.Error(err.Error())
-		return 2
+	c, status := f.Start(fs, args, nil)
+	if c == nil {
+		return status
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	s, closeStore, err := f.OpenStore(ctx, log, "quickstart")
-	if err != nil {
-		log.Error("opening the store", "err", err)
-		return 1
-	}
-	defer closeStore()
-	srv := newServer(s, f.TTL, f.MaxStoredBytes)
+	defer c.Close()
+	srv := newServer(c.Store, f.TTL, f.MaxStoredBytes)
 
 	if f.Demo {
-		err = runDemo(ctx, srv, s, stdout)
-	} else {
-		err = exserve.Run(ctx, stop, log, srv, &f)
+		return c.Exit(runDemo(c.Ctx, srv, c.Store, stdout))
 	}
-	if err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
+	return c.Exit(c.Run(srv))
 }
 
-// runDemo plays an app whose first response is lost: it sends add_expense,
-// loses the answer after the server committed, reconnects, asks
-// get_operation, and sends it again with the same op id. Then it sets a
-// month's budget twice. Each step prints what was sent, what came back and
-// why.
+// runDemo is the demo of exserve.QuickstartDemo, with the go-sdk's client
+// in this process: an app whose first response is lost recovers it with
+// get_operation and a retry, and each write happens once.
 func runDemo(ctx context.Context, srv *mcp.Server, s idem.Store, w io.Writer) error {
-	opID := "demo-" + rand.Text()[:10]
-	args := map[string]any{"amount_cents": 1250, "note": "lunch", "op_id": opID}
 	d := &idemtest.Dropper{Tool: "add_expense"}
-	cs, err := idemtest.Connect(ctx, srv, d.Wrap)
-	if err != nil {
-		return err
-	}
-	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_expense", Arguments: args})
-	cs.Close()
-	if err == nil || d.Dropped() != 1 {
-		return fmt.Errorf("demo: the first response was not lost (%v)", err)
-	}
-	fmt.Fprintf(w, "1. add_expense %s -> no answer: the server committed the expense, then the connection closed before the response arrived. The app cannot tell whether it was saved.\n", jsonOf(args, ""))
-
-	cs, err = idemtest.Connect(ctx, srv, nil) // reconnect, as the app would
-	if err != nil {
-		return err
-	}
-	defer cs.Close()
-	q := map[string]any{"tool": "add_expense", "op_id": opID}
-	st, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_operation", Arguments: q})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "2. get_operation %s -> status %s, output %s: the op record was saved with the expense, so the lost call did go through.\n",
-		jsonOf(q, ""), jsonOf(st.StructuredContent, "status"), jsonOf(st.StructuredContent, "output"))
-
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add_expense", Arguments: args})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "3. add_expense again, the same arguments and op_id -> %s with _meta %s=%v: the stored result of step 1, answered again; nothing was added.\n",
-		jsonOf(res.StructuredContent, ""), idem.MetaReplayed, res.Meta[idem.MetaReplayed])
-
-	budget := map[string]any{"month": "2026-11", "amount_cents": 40000}
-	for i := range 2 {
-		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "set_budget", Arguments: budget})
+	connect := func(ctx context.Context, lossy bool) (exserve.DemoClient, error) {
+		wrap := d.Wrap
+		if !lossy {
+			wrap = nil
+		}
+		cs, err := idemtest.Connect(ctx, srv, wrap)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		why := "writes the budget record of 2026-11."
-		if i == 1 {
-			why = "the month is the record key, so the repeat replaced the same record instead of adding one."
-		}
-		fmt.Fprintf(w, "%d. set_budget %s (no op_id) -> %s: %s\n", 4+i, jsonOf(budget, ""), jsonOf(res.StructuredContent, ""), why)
+		return demoClient{cs}, nil
 	}
-
-	var l ledger
-	var b Budget
-	err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-		if _, err := tx.Get(ctx, ledgerKey, &l); err != nil {
-			return err
-		}
-		_, err := tx.Get(ctx, idem.Key{Collection: "budgets", ID: "2026-11"}, &b)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "6. read from the database directly: expenses %d, total %d cents; one budget record for 2026-11, %d cents.\n", l.Count, l.TotalCents, b.AmountCents)
-	fmt.Fprintln(w, "So: a response lost after the commit was recovered with get_operation and a retry under the same op_id, and each write happened once.")
-	return nil
+	return exserve.QuickstartDemo(ctx, w, s, connect, d.Dropped)
 }
 
-// jsonOf returns v, or its member field, as JSON (a string member as is).
-func jsonOf(v any, field string) string {
-	b, _ := json.Marshal(v)
-	if field == "" {
-		return string(b)
+// demoClient is a go-sdk client session as the demo calls it.
+type demoClient struct{ *mcp.ClientSession }
+
+func (c demoClient) Call(ctx context.Context, tool string, args map[string]any) (any, map[string]any, error) {
+	res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return nil, nil, err
 	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	if s, ok := m[field].(string); ok {
-		return s
-	}
-	b, _ = json.Marshal(m[field])
-	return string(b)
+	return res.StructuredContent, res.Meta, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/store/sqlite"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestHTTPRepeatAndRestart(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "q.db")
-	call := func(args map[string]any) *mcp.CallToolResult {
+	extest.QuickstartRepeatAndRestart(t, func(args map[string]any) extest.Answer {
 		t.Helper()
 		s, err := sqlite.Open(db, nil)
 		if err != nil {
@@ -42,26 +43,14 @@ func TestHTTPRepeatAndRestart(t *testing.T) {
 		if res.IsError {
 			t.Fatalf("add_expense: %v", res.Content)
 		}
-		return res
-	}
-	args := map[string]any{"amount_cents": 500, "op_id": "app-op-1"}
-	first := call(args)
-	for i := 0; i < 2; i++ { // the second call runs on a restarted server
-		again := call(args)
-		if again.Meta[idem.MetaReplayed] != true {
-			t.Fatalf("call %d not replayed", i+2)
-		}
-		if jsonOf(again.StructuredContent, "") != jsonOf(first.StructuredContent, "") {
-			t.Fatalf("answers differ: %s vs %s", jsonOf(first.StructuredContent, ""), jsonOf(again.StructuredContent, ""))
-		}
-	}
-	if got := jsonOf(first.StructuredContent, "total_cents"); got != "500" {
-		t.Fatalf("total %s, want 500", got)
-	}
-	// A new op id is a new expense.
-	if got := jsonOf(call(map[string]any{"amount_cents": 500, "op_id": "app-op-2"}).StructuredContent, "total_cents"); got != "1000" {
-		t.Fatalf("total after a second expense %s, want 1000", got)
-	}
+		return answerOf(res)
+	})
+}
+
+// answerOf is res as the checks the quickstarts share read it.
+func answerOf(res *mcp.CallToolResult) extest.Answer {
+	b, _ := json.Marshal(res.Content)
+	return extest.Answer{IsError: res.IsError, Content: string(b), Structured: res.StructuredContent, Meta: res.Meta}
 }
 
 // TestToolAnnotations lists the tools as a client would and checks that

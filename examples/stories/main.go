@@ -33,14 +33,10 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
 )
@@ -52,38 +48,24 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := exserve.Logger(stderr, "stories")
 	var f exserve.Flags
 	fs := f.FlagSet("stories", stderr, "sqlite:idemkit-stories.db",
 		"stories -demo",
 		"stories -http 127.0.0.1:8080 -user TOKEN=alice -user OTHER=bob",
 		"stories -store postgres://localhost/stories   # stdio, on PostgreSQL: a build with -tags postgres")
 	social := fs.String("social", "", "post to the social service at this loopback URL (default: one started in this process)")
-	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		log.Error(err.Error())
-		return 2
+	c, status := f.Start(fs, args, func() error { return checkSocial(f.Demo, *social) })
+	if c == nil {
+		return status
 	}
-	if err := checkSocial(f.Demo, *social); err != nil {
-		log.Error(err.Error())
-		return 2
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	store, closeStore, err := f.OpenStore(ctx, log, "stories")
-	if err != nil {
-		log.Error("opening the store", "err", err)
-		return 1
-	}
-	defer closeStore()
+	defer c.Close()
+	log := c.Log
 
 	var sv *Social
 	if *social == "" {
 		var url string
-		if sv, url, err = startSocial(ctx); err != nil {
+		var err error
+		if sv, url, err = startSocial(c.Ctx); err != nil {
 			log.Error("starting the social service", "err", err)
 			return 1
 		}
@@ -92,10 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// MCP endpoint.
 		log.Info("social service started", "addr", strings.TrimPrefix(url, "http://"))
 	}
-	a := newApp(store, newPoster(*social), log, f.TTL, f.MaxStoredBytes)
+	a := newApp(c.Store, newPoster(*social), log, f.TTL, f.MaxStoredBytes)
 
 	if f.Demo {
-		if err := runDemo(ctx, a, sv, stdout); err != nil {
+		if err := runDemo(c.Ctx, a, sv, stdout); err != nil {
 			log.Error("demo", "err", err)
 			return 1
 		}
@@ -103,17 +85,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// Posts a crash or a failed post left pending go out now; a claim
 	// whose outcome is unknown is settled by asking the social service.
-	if rep, err := a.effects.Recover(ctx, a.social.post, a.social.reconcile); err != nil {
+	if rep, err := a.effects.Recover(c.Ctx, a.social.post, a.social.reconcile); err != nil {
 		log.Warn("posting what earlier runs left pending", "err", err)
 	} else if len(rep.Posted)+len(rep.Unknown)+len(rep.Failed) > 0 {
 		log.Info("posts left by earlier runs", "posted", len(rep.Posted), "unknown", len(rep.Unknown), "failed", len(rep.Failed))
 	}
-	if err := exserve.Run(ctx, stop, log, a.server(), &f); err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
+	return c.Exit(c.Run(a.server()))
 }
 
 // checkSocial refuses a -social that cannot work, before anything is

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"encoding/json"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/idem"
 )
 
@@ -20,48 +19,16 @@ func TestSchemaStatesLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := map[string]map[string]map[string]any{}
-	for _, tool := range res.Tools {
-		b, _ := json.Marshal(tool.InputSchema)
-		var s struct {
-			Properties map[string]map[string]any `json:"properties"`
-		}
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		tools[tool.Name] = s.Properties
-	}
-	prop := func(tool, arg string) map[string]any {
-		t.Helper()
-		p, ok := tools[tool][arg]
-		if !ok {
-			t.Fatalf("%s: no property %s", tool, arg)
-		}
-		return p
-	}
-	matches := func(tool, arg string, values map[string]bool) {
-		t.Helper()
-		pattern, _ := prop(tool, arg)["pattern"].(string)
-		re, err := regexp.Compile(pattern)
-		if pattern == "" || err != nil {
-			t.Errorf("%s %s: no pattern that compiles: %v (%v)", tool, arg, prop(tool, arg), err)
-			return
-		}
-		for v, want := range values {
-			if re.MatchString(v) != want {
-				t.Errorf("%s %s: pattern %q matches %q: %v, want %v", tool, arg, pattern, v, !want, want)
-			}
-		}
-	}
+	tools := extest.ListedTools(t, res.Tools)
 	slugs := map[string]bool{"login-loop": true, "a": true, "9lives": true, strings.Repeat("a", 64): true,
 		"": false, "-x": false, "Login": false, "a b": false, "a/b": false, strings.Repeat("a", 65): false}
 	for _, tool := range []string{"publish_story", "report_reproduction", "edit_story", "report_check", "get_story"} {
-		matches(tool, "slug", slugs)
+		tools.Matches(t, tool, "slug", slugs)
 	}
 	handles := map[string]bool{"@ben": true, "ben": true, "b.e-n_1": true, "@" + strings.Repeat("b", 64): true,
 		"": false, "@": false, "@.ben": false, "ben/x": false, "be n": false, strings.Repeat("b", 65): false}
 	for _, tool := range []string{"report_reproduction", "report_check"} {
-		matches(tool, "handle", handles)
+		tools.Matches(t, tool, "handle", handles)
 	}
 	for _, c := range []struct {
 		tool, arg string
@@ -72,21 +39,18 @@ func TestSchemaStatesLimits(t *testing.T) {
 		{"edit_story", "body", 1.0, float64(maxBody)},
 		{"report_reproduction", "note", nil, float64(maxNote)},
 	} {
-		if p := prop(c.tool, c.arg); p["minLength"] != c.min || p["maxLength"] != c.max {
+		if p := tools.Prop(t, c.tool, c.arg); p["minLength"] != c.min || p["maxLength"] != c.max {
 			t.Errorf("%s %s: %v, want minLength %v and maxLength %v", c.tool, c.arg, p, c.min, c.max)
 		}
 	}
-	if p := prop("report_reproduction", "note"); p["maxLength"] != 280.0 {
+	if p := tools.Prop(t, "report_reproduction", "note"); p["maxLength"] != 280.0 {
 		t.Errorf("report_reproduction note: maxLength %v, want 280, as its description says", p["maxLength"])
 	}
-	if p := prop("edit_story", "revision"); p["type"] != "integer" || p["minimum"] != 1.0 {
+	if p := tools.Prop(t, "edit_story", "revision"); p["type"] != "integer" || p["minimum"] != 1.0 {
 		t.Errorf("edit_story revision: %v, want an integer from 1", p)
 	}
-	var enum []string
-	raw, _ := json.Marshal(prop("report_check", "result")["enum"])
-	_ = json.Unmarshal(raw, &enum)
-	if slices.Sort(enum); !slices.Equal(enum, []string{"fail", "pass"}) {
-		t.Errorf("report_check result: enum %s, want pass and fail", raw)
+	if enum := tools.Enum(t, "report_check", "result"); !slices.Equal(enum, []string{"fail", "pass"}) {
+		t.Errorf("report_check result: enum %q, want pass and fail", enum)
 	}
 }
 

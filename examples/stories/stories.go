@@ -17,6 +17,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/otelidem"
 	"github.com/idemkit/sdk/sideeffect"
@@ -65,42 +66,31 @@ var (
 // and the handlers in bytes, so the handlers also refuse a text within the
 // schema's length whose characters take more bytes than that.
 var (
-	publishSchema = inputSchema[PublishArgs](func(p props) {
+	publishSchema = exserve.InputSchema[PublishArgs](func(p props) {
 		slugArg(p)
 		textLength(p["title"], 1, maxTitle)
 		textLength(p["body"], 1, maxBody)
 	})
-	reproductionSchema = inputSchema[ReproductionArgs](func(p props) {
+	reproductionSchema = exserve.InputSchema[ReproductionArgs](func(p props) {
 		slugArg(p)
 		p["handle"].Pattern = handlePattern.String()
 		textLength(p["note"], 0, maxNote)
 	})
-	editSchema = inputSchema[EditArgs](func(p props) {
+	editSchema = exserve.InputSchema[EditArgs](func(p props) {
 		slugArg(p)
 		p["revision"].Minimum = new(1.0)
 		textLength(p["body"], 1, maxBody)
 	})
-	checkSchema = inputSchema[CheckArgs](func(p props) {
+	checkSchema = exserve.InputSchema[CheckArgs](func(p props) {
 		slugArg(p)
 		p["handle"].Pattern = handlePattern.String()
 		p["result"].Enum = []any{"pass", "fail"}
 	})
-	storySchema = inputSchema[StoryArgs](slugArg)
+	storySchema = exserve.InputSchema[StoryArgs](slugArg)
 )
 
 // props are the properties of an input schema, by argument name.
 type props = map[string]*jsonschema.Schema
-
-// inputSchema is the input schema inferred from T, its properties changed
-// by edit.
-func inputSchema[T any](edit func(props)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err)
-	}
-	edit(s.Properties)
-	return s
-}
 
 // slugArg states the form of the slug argument.
 func slugArg(p props) { p["slug"].Pattern = slugPattern.String() }
@@ -305,15 +295,9 @@ func (a *app) server() *mcp.Server {
 	return srv
 }
 
-// userOf returns whose records a call touches: the bearer token's user id,
-// or "" without one (stdio), as idem's default scope does for op ids.
-func userOf(req *mcp.CallToolRequest) string {
-	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
-		return req.Extra.TokenInfo.UserID
-	}
-	return ""
-}
-
+// storyKey is the key of a story's record of user: whose records a call
+// touches, the bearer token's user id (exserve.CallUser), or "" without
+// one (stdio), as idem's default scope does for op ids.
 func storyKey(user, coll, slug string) idem.Key {
 	return idem.Key{Owner: user, Collection: coll, ID: slug}
 }
@@ -376,7 +360,7 @@ func (a *app) publish(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest,
 	if err := errors.Join(checkSlug(in.Slug), checkText("title", in.Title, maxTitle), checkText("body", in.Body, maxBody)); err != nil {
 		return nil, Published{}, err
 	}
-	user := userOf(req)
+	user := exserve.CallUser(req)
 	k := storyKey(user, storiesCollection, in.Slug)
 	post := markerKey("announce", user, in.Slug, "")
 	var st story
@@ -416,7 +400,7 @@ func (a *app) reportReproduction(ctx context.Context, tx idem.Tx, req *mcp.CallT
 	if err := errors.Join(checkSlug(in.Slug), checkHandle(in.Handle), checkNote(in.Note)); err != nil {
 		return nil, Reproduced{}, err
 	}
-	user := userOf(req)
+	user := exserve.CallUser(req)
 	if _, _, err := readStory(ctx, tx, user, in.Slug); err != nil {
 		return nil, Reproduced{}, err
 	}
@@ -465,7 +449,7 @@ func (a *app) edit(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest, in
 	if err := errors.Join(checkSlug(in.Slug), bad, checkText("body", in.Body, maxBody)); err != nil {
 		return nil, Edited{}, err
 	}
-	user := userOf(req)
+	user := exserve.CallUser(req)
 	st, v, err := readStory(ctx, tx, user, in.Slug)
 	if err != nil {
 		return nil, Edited{}, err
@@ -533,7 +517,7 @@ func (a *app) reportCheck(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequ
 	if err := errors.Join(checkSlug(in.Slug), checkHandle(in.Handle), bad); err != nil {
 		return nil, Checked{}, err
 	}
-	user := userOf(req)
+	user := exserve.CallUser(req)
 	if _, _, err := readStory(ctx, tx, user, in.Slug); err != nil {
 		return nil, Checked{}, err
 	}
@@ -574,7 +558,7 @@ func (a *app) getStoryTool(guard *idem.Guard) (*mcp.Tool, mcp.ToolHandler) {
 		if !ok || json.Unmarshal(raw, &view) != nil {
 			return res, nil
 		}
-		if view.Posts, err = a.posts(ctx, userOf(req), view); err != nil {
+		if view.Posts, err = a.posts(ctx, exserve.CallUser(req), view); err != nil {
 			a.log.Error("reading the markers of a story", "error", err.Error())
 			return &mcp.CallToolResult{IsError: true, Meta: mcp.Meta{idem.MetaError: string(idem.CodeInternal)},
 				Content: []mcp.Content{&mcp.TextContent{Text: "the story's posts could not be read; nothing was changed, retry"}}}, nil
@@ -591,7 +575,7 @@ func (a *app) readView(ctx context.Context, tx idem.Tx, req *mcp.CallToolRequest
 	if err := checkSlug(in.Slug); err != nil {
 		return nil, StoryView{}, err
 	}
-	user := userOf(req)
+	user := exserve.CallUser(req)
 	st, _, err := readStory(ctx, tx, user, in.Slug)
 	if err != nil {
 		return nil, StoryView{}, err

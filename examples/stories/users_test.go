@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -9,17 +8,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/idem"
 )
-
-// bearer adds a bearer token to every request.
-type bearer string
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // TestTwoUsersOverHTTP serves the tools over streamable HTTP with two bearer
 // tokens. Alice and Bob publish the same slug with the same op id, report
@@ -31,7 +22,7 @@ func TestTwoUsersOverHTTP(t *testing.T) {
 		t.Cleanup(hs.Close)
 		connect := func(token string) *mcp.ClientSession {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(e.ctx,
-				&mcp.StreamableClientTransport{Endpoint: hs.URL + exserve.Path, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+				&mcp.StreamableClientTransport{Endpoint: hs.URL + exserve.Path, HTTPClient: extest.BearerClient(token)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/examples/internal/extest"
 )
 
 // The tests in this file run the command as a newcomer does: built with go
@@ -21,23 +21,10 @@ import (
 // deadline, and returns its exit code, stdout and stderr.
 func runCommand(t *testing.T, args ...string) (code int, stdout, stderr string, dir string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, trackerBin.Path(t), args...)
+	cmd := exec.Command(trackerBin.Path(t), args...)
 	cmd.Dir = t.TempDir()
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("%v still running after 60 s; stderr: %s", args, errOut.String())
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return code, out.String(), errOut.String(), cmd.Dir
+	code, stdout, stderr = extest.Run(t, cmd)
+	return code, stdout, stderr, cmd.Dir
 }
 
 // TestDemo runs -demo: it exits 0 within a few seconds, prints the table
@@ -83,9 +70,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Errorf("the demo left %v in its folder", left)
-	}
+	extest.EmptyDir(t, dir)
 }
 
 // TestFlagsRefuse: flags that cannot work are refused with status 2,
@@ -144,7 +129,7 @@ func TestServesOverHTTPAndStdio(t *testing.T) {
 		p := startServer(t, "-store", "memory:")
 		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		check(t, func(tool string, args any) *mcp.CallToolResult {
-			res, err := callAt(ctx, p.url, hc, tool, args)
+			res, err := callAt(ctx, p.URL, hc, tool, args)
 			if err != nil {
 				t.Fatal(err)
 			}

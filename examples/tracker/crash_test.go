@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -9,96 +8,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/sdk/examples/internal/extest"
 )
 
 // crashLease is the servers' -lease in the crash test: a claim whose
 // process died is in progress until it passes.
 const crashLease = 2 * time.Second
 
-// serverProc is the command serving HTTP as a process of its own.
-type serverProc struct {
-	cmd    *exec.Cmd
-	url    string
-	done   chan struct{} // closed once it exited
-	err    error         // cmd.Wait's answer, once done
-	mu     sync.Mutex
-	stderr strings.Builder
-}
-
-var mcpURLLine = regexp.MustCompile(`msg="MCP over streamable HTTP" server=tracker url=(\S+)`)
-
 // startServer starts the command serving HTTP on a free port with args
 // and waits for the URL it serves.
-func startServer(t *testing.T, args ...string) *serverProc {
+func startServer(t *testing.T, args ...string) *extest.Process {
 	t.Helper()
 	cmd := exec.Command(trackerBin.Path(t), append([]string{"-http", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "TRACKER_TOKEN="+testToken)
 	cmd.Dir = t.TempDir()
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProc{cmd: cmd, done: make(chan struct{})}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.stderr.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := mcpURLLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urls <- m[1]:
-				default:
-				}
-			}
-		}
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("pid %d did not exit within 10 s of SIGKILL", cmd.Process.Pid)
-		}
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("server pid %d stderr:\n%s", cmd.Process.Pid, p.stderr.String())
-			p.mu.Unlock()
-		}
-	})
-	select {
-	case p.url = <-urls:
-	case <-p.done:
-		t.Fatalf("the server exited before serving: %v", p.err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no URL within 30 s")
-	}
-	return p
-}
-
-// kill sends SIGKILL and waits for the process to exit.
-func (p *serverProc) kill() error {
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return errors.New("still running 10 s after SIGKILL")
-	}
+	return extest.StartHTTP(t, cmd)
 }
 
 // TestCrashBetweenUpstreamCallAndAnswer runs the command as a process on a
@@ -126,9 +54,9 @@ func TestCrashBetweenUpstreamCallAndAnswer(t *testing.T) {
 			args := []string{"-store", "sqlite:" + db, "-api", api.URL, "-lease", crashLease.String()}
 			first := startServer(t, args...)
 			killed := make(chan error, 1)
-			fake.failNext(fault{create: made, status: http.StatusBadGateway, hook: func() { killed <- first.kill() }})
+			fake.failNext(fault{create: made, status: http.StatusBadGateway, hook: func() { killed <- first.Kill() }})
 			call := issueArgs("Crash on start")
-			if res, err := callAt(ctx, first.url, hc, "create_issue", call); err == nil {
+			if res, err := callAt(ctx, first.URL, hc, "create_issue", call); err == nil {
 				t.Fatalf("the killed server answered: %v", textOf(res))
 			}
 			select {
@@ -140,14 +68,14 @@ func TestCrashBetweenUpstreamCallAndAnswer(t *testing.T) {
 				t.Fatal("the create did not reach the tracker")
 			}
 			var exit *exec.ExitError
-			if !errors.As(first.err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the first server exited with %v, want SIGKILL", first.err)
+			if !errors.As(first.Err(), &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the first server exited with %v, want SIGKILL", first.Err())
 			}
 			killedAt := time.Now()
 
 			second := startServer(t, args...)
 			fake.failSearches(1)
-			res, err := callAt(ctx, second.url, hc, "create_issue", call)
+			res, err := callAt(ctx, second.URL, hc, "create_issue", call)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +87,7 @@ func TestCrashBetweenUpstreamCallAndAnswer(t *testing.T) {
 				t.Fatalf("unknown_outcome %v after the kill: the dead call's claim was not waited for", waited)
 			}
 
-			settled, err := callAt(ctx, second.url, hc, "create_issue", call)
+			settled, err := callAt(ctx, second.URL, hc, "create_issue", call)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +96,7 @@ func TestCrashBetweenUpstreamCallAndAnswer(t *testing.T) {
 			if len(issues) != 1 || is != issues[0] || replayed(settled) != made {
 				t.Fatalf("settled as %+v (replayed %v), tracker has %+v; want its one issue (replayed: %v)", is, replayed(settled), issues, made)
 			}
-			again, err := callAt(ctx, second.url, hc, "create_issue", call)
+			again, err := callAt(ctx, second.URL, hc, "create_issue", call)
 			if err != nil {
 				t.Fatal(err)
 			}

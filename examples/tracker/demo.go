@@ -213,12 +213,18 @@ func (d *demo) lostAnswer(ctx context.Context) error {
 		return fmt.Errorf("demo: the answer was not lost (%v)", err)
 	}
 	d.line(label, "1st, answer lost", before, "no answer: the connection was reset after the call")
-	before = d.fake.received()
+	return d.create(ctx, args, "retry, same arguments")
+}
+
+// create sends create_issue with args and prints its row, attempt: what
+// the tracker received, and the answer.
+func (d *demo) create(ctx context.Context, args map[string]any, attempt string) error {
+	before := d.fake.received()
 	res, err := d.call(ctx, "create_issue", args)
 	if err != nil {
 		return err
 	}
-	d.line(label, "retry, same arguments", before, brief(res))
+	d.line(fmt.Sprintf("create_issue %q", args["title"]), attempt, before, brief(res))
 	return nil
 }
 
@@ -226,15 +232,11 @@ func (d *demo) lostAnswer(ctx context.Context) error {
 // 502: the outcome is unknown, and the repeat's reconcile finds the issue.
 func (d *demo) unknownOutcome(ctx context.Context) error {
 	args := issueArgs("Login fails on Safari")
-	label := fmt.Sprintf("create_issue %q", args["title"])
 	d.fake.failNext(fault{create: true, status: http.StatusBadGateway})
 	for _, attempt := range []string{"1st: tracker made it, then 502", "retry: reconcile finds it"} {
-		before := d.fake.received()
-		res, err := d.call(ctx, "create_issue", args)
-		if err != nil {
+		if err := d.create(ctx, args, attempt); err != nil {
 			return err
 		}
-		d.line(label, attempt, before, brief(res))
 	}
 	return nil
 }
@@ -245,18 +247,14 @@ func (d *demo) unknownOutcome(ctx context.Context) error {
 // released, and the call runs again.
 func (d *demo) notMade(ctx context.Context) error {
 	args := issueArgs("Dark mode")
-	label := fmt.Sprintf("create_issue %q", args["title"])
 	d.fake.failNext(fault{status: http.StatusBadGateway})
 	for i, attempt := range []string{"1st: tracker made none, 502", "retry at once: none found yet", "retry past the lease: none"} {
 		if i == 2 {
 			d.clock.skip(d.app.lease) // instead of waiting it out
 		}
-		before := d.fake.received()
-		res, err := d.call(ctx, "create_issue", args)
-		if err != nil {
+		if err := d.create(ctx, args, attempt); err != nil {
 			return err
 		}
-		d.line(label, attempt, before, brief(res))
 	}
 	return nil
 }

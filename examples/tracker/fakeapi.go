@@ -238,34 +238,32 @@ func (f *fakeTracker) createComment(w http.ResponseWriter, r *http.Request) {
 }
 
 // read counts a read, with f.mu held, and answers 503 while reads are to
-// fail; since is its since parameter.
-func (f *fakeTracker) read(w http.ResponseWriter, r *http.Request) (since time.Time, ok bool) {
+// fail; repo is the repository it reads (see f.repo), since its since
+// parameter.
+func (f *fakeTracker) read(w http.ResponseWriter, r *http.Request) (repo *fakeRepo, since time.Time, ok bool) {
 	f.got.Reads++
 	if f.searchFaults > 0 {
 		f.searchFaults--
 		answer(w, http.StatusServiceUnavailable, map[string]string{"message": "Service Unavailable"})
-		return time.Time{}, false
+		return nil, time.Time{}, false
 	}
 	if s := r.URL.Query().Get("since"); s != "" {
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
 			answer(w, http.StatusUnprocessableEntity, map[string]string{"message": "since is not a time"})
-			return time.Time{}, false
+			return nil, time.Time{}, false
 		}
 		since = t
 	}
-	return since, true
+	repo = f.repo(w, r)
+	return repo, since, repo != nil
 }
 
 func (f *fakeTracker) listIssues(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	since, ok := f.read(w, r)
+	repo, since, ok := f.read(w, r)
 	if !ok {
-		return
-	}
-	repo := f.repo(w, r)
-	if repo == nil {
 		return
 	}
 	out := []Issue{}
@@ -280,12 +278,8 @@ func (f *fakeTracker) listIssues(w http.ResponseWriter, r *http.Request) {
 func (f *fakeTracker) listComments(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	since, ok := f.read(w, r)
+	repo, since, ok := f.read(w, r)
 	if !ok {
-		return
-	}
-	repo := f.repo(w, r)
-	if repo == nil {
 		return
 	}
 	number, _ := strconv.Atoi(r.PathValue("number"))

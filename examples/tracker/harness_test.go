@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/examples/internal/exserve"
+	"github.com/idemkit/sdk/examples/internal/extest"
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/internal/testenv"
@@ -24,9 +24,7 @@ import (
 var trackerBin = &testenv.Binary{Pkg: "."}
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	trackerBin.Remove()
-	os.Exit(code)
+	extest.Main(m, "", run, trackerBin)
 }
 
 const testToken = "test-token"

@@ -51,16 +51,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -134,7 +131,6 @@ func main() {
 // run is the command: it returns the exit status, so that the deferred
 // closes run before the process exits.
 func run(args []string, stdout, stderr io.Writer) int {
-	log := exserve.Logger(stderr, "tracker")
 	var f exserve.Flags
 	fs := f.FlagSet("tracker", stderr, "sqlite:idemkit-tracker.db",
 		"tracker -demo",
@@ -153,50 +149,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	lease := fs.Duration("lease", time.Minute, "how long a call may run: after it, a call whose process died without an answer is an unknown outcome, and reconcile may say it did not happen")
-	if err := f.Parse(fs, args); errors.Is(err, flag.ErrHelp) {
-		return 0
-	} else if err != nil {
-		log.Error(err.Error())
-		return 2
+	c, status := f.Start(fs, args, func() error {
+		switch {
+		case apiErr != nil:
+			return apiErr
+		case *lease <= 0:
+			return errors.New("-lease must be above zero")
+		case f.Demo && api != "":
+			return errors.New("-demo runs its own fake tracker: no -api")
+		}
+		return nil
+	})
+	if c == nil {
+		return status
 	}
-	switch {
-	case apiErr != nil:
-		log.Error(apiErr.Error())
-		return 2
-	case *lease <= 0:
-		log.Error("-lease must be above zero")
-		return 2
-	case f.Demo && api != "":
-		log.Error("-demo runs its own fake tracker: no -api")
-		return 2
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	s, closeStore, err := f.OpenStore(ctx, log, "tracker")
-	if err != nil {
-		log.Error("opening the store", "err", err)
-		return 1
-	}
-	defer closeStore()
+	defer c.Close()
 
 	if f.Demo {
-		err = runDemo(ctx, s, *lease, stdout, log)
-	} else {
-		err = serve(ctx, stop, log, s, &f, config{API: api, Token: os.Getenv("TRACKER_TOKEN"), TTL: f.TTL, MaxStoredBytes: f.MaxStoredBytes, Lease: *lease, Log: log})
+		return c.Exit(runDemo(c.Ctx, c.Store, *lease, stdout, c.Log))
 	}
-	if err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
+	return c.Exit(serve(c, config{API: api, Token: os.Getenv("TRACKER_TOKEN"), TTL: f.TTL, MaxStoredBytes: f.MaxStoredBytes, Lease: *lease, Log: c.Log}))
 }
 
-// serve serves the server as f says, against c.API or, without it, a fake
-// tracker in this process.
-func serve(ctx context.Context, stop func(), log *slog.Logger, s idem.Store, f *exserve.Flags, c config) error {
+// serve serves the server as the flags say, against c.API or, without
+// it, a fake tracker in this process.
+func serve(cmd *exserve.Command, c config) error {
+	log := cmd.Log
 	if c.API == "" {
 		c.Token = rand.Text()
 		fake := newFakeTracker(c.Token, time.Now)
@@ -210,9 +188,9 @@ func serve(ctx context.Context, stop func(), log *slog.Logger, s idem.Store, f *
 	} else if c.Token == "" {
 		log.Warn("TRACKER_TOKEN is empty: calls to the tracker carry no token")
 	}
-	a := newApp(s, c)
-	return exserve.RunServer(ctx, stop, log, exserve.Server{
+	a := newApp(cmd.Store, c)
+	return cmd.RunServer(exserve.Server{
 		Stdio: func(ctx context.Context) error { return a.newServer().Run(ctx, &mcp.StdioTransport{}) },
 		HTTP:  a.handler(),
-	}, f)
+	})
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/sdk/examples/internal/extest"
 )
 
 // TestSchemaStatesLimits reads tools/list as a client does, through the
@@ -27,40 +27,12 @@ func TestSchemaStatesLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := map[string]map[string]map[string]any{}
-	for _, tool := range res.Tools {
-		b, _ := json.Marshal(tool.InputSchema)
-		var s struct {
-			Properties map[string]map[string]any `json:"properties"`
-		}
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		tools[tool.Name] = s.Properties
-	}
-	prop := func(tool, arg string) map[string]any {
-		t.Helper()
-		p, ok := tools[tool][arg]
-		if !ok {
-			t.Fatalf("%s: no property %s", tool, arg)
-		}
-		return p
-	}
+	tools := extest.ListedTools(t, res.Tools)
 	for _, tool := range []string{"create_issue", "add_comment", "list_issues"} {
-		pattern, _ := prop(tool, "repo")["pattern"].(string)
-		re, err := regexp.Compile(pattern)
-		if pattern == "" || err != nil {
-			t.Errorf("%s repo: no pattern that compiles: %v (%v)", tool, prop(tool, "repo"), err)
-			continue
-		}
-		for v, want := range map[string]bool{"acme/app": true, "a.b/c-d_e": true, "acme/.github": true, "acme/..x": true, "acme/...": true,
+		tools.Matches(t, tool, "repo", map[string]bool{"acme/app": true, "a.b/c-d_e": true, "acme/.github": true, "acme/..x": true, "acme/...": true,
 			"a/" + strings.Repeat("b", 100): true, strings.Repeat(".", 100) + "/b": true,
 			"acme": false, "acme/app/x": false, "acme/": false, "ac me/app": false, strings.Repeat("a", 101) + "/b": false,
-			"../x": false, "./x": false, "acme/..": false, "acme/.": false, "a/." + strings.Repeat("b", 100): false} {
-			if re.MatchString(v) != want {
-				t.Errorf("%s repo: pattern %q matches %q: %v, want %v", tool, pattern, v, !want, want)
-			}
-		}
+			"../x": false, "./x": false, "acme/..": false, "acme/.": false, "a/." + strings.Repeat("b", 100): false})
 	}
 	for _, c := range []struct {
 		tool, arg, keyword string
@@ -71,7 +43,7 @@ func TestSchemaStatesLimits(t *testing.T) {
 		{"add_comment", "body", "maxLength", 65536},
 		{"add_comment", "number", "minimum", 1},
 	} {
-		if got := prop(c.tool, c.arg)[c.keyword]; got != c.want {
+		if got := tools.Prop(t, c.tool, c.arg)[c.keyword]; got != c.want {
 			t.Errorf("%s %s: %s %v, want %v", c.tool, c.arg, c.keyword, got, c.want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/examples/internal/exserve"
 	"github.com/idemkit/sdk/idem"
 )
 
@@ -43,46 +44,36 @@ var (
 	createIssueTool = &mcp.Tool{
 		Name:        "create_issue",
 		Description: "Create an issue in a repository of the tracker and return its number and URL.",
-		InputSchema: schemaFor[NewIssue](func(s *jsonschema.Schema) {
-			repoProperty(s)
-			s.Properties["title"].MaxLength = new(256)
-			s.Properties["body"].MaxLength = new(65536)
+		InputSchema: exserve.InputSchema[NewIssue](func(p map[string]*jsonschema.Schema) {
+			repoProperty(p)
+			p["title"].MaxLength = new(256)
+			p["body"].MaxLength = new(65536)
 		}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(true)},
 	}
 	addCommentTool = &mcp.Tool{
 		Name:        "add_comment",
 		Description: "Comment on an issue of the tracker and return the comment's id and URL.",
-		InputSchema: schemaFor[NewComment](func(s *jsonschema.Schema) {
-			repoProperty(s)
-			s.Properties["number"].Minimum = new(1.0)
-			s.Properties["body"].MaxLength = new(65536)
+		InputSchema: exserve.InputSchema[NewComment](func(p map[string]*jsonschema.Schema) {
+			repoProperty(p)
+			p["number"].Minimum = new(1.0)
+			p["body"].MaxLength = new(65536)
 		}),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), OpenWorldHint: new(true)},
 	}
 	listIssuesTool = &mcp.Tool{
 		Name:        "list_issues",
 		Description: "List the issues of a repository of the tracker, newest first.",
-		InputSchema: schemaFor[RepoQuery](repoProperty),
+		InputSchema: exserve.InputSchema[RepoQuery](repoProperty),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(true)},
 	}
 )
 
-// schemaFor is the input schema inferred from T, changed by edit.
-func schemaFor[T any](edit func(*jsonschema.Schema)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err)
-	}
-	edit(s)
-	return s
-}
-
 // repoProperty says what a repository name looks like, so that the guard
 // refuses any other before the handler runs (and a name cannot reach
 // another path of the API).
-func repoProperty(s *jsonschema.Schema) {
-	s.Properties["repo"].Pattern = "^" + repoSegment + "/" + repoSegment + "$"
+func repoProperty(p map[string]*jsonschema.Schema) {
+	p["repo"].Pattern = "^" + repoSegment + "/" + repoSegment + "$"
 }
 
 // repoSegment is an owner or a name: 1 to 100 of letters, digits, '_', '.'

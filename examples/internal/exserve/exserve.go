@@ -1,9 +1,11 @@
-// Package exserve runs the example servers: their shared flags, their log
-// format, the store they run on, stdio or streamable HTTP with bearer-token
-// users and limits that keep one user's flood from stalling another's
-// calls, and a clean shutdown on SIGINT or SIGTERM. Only [Run], [Handler]
-// and [Limits.Handler] take a go-sdk server; the rest serves a server of
-// any MCP library ([RunServer], [Limits.Endpoint]).
+// Package exserve runs the example servers: their shared flags and
+// command line ([Flags.Start]), their log format, the store they run on,
+// stdio or streamable HTTP with bearer-token users and limits that keep
+// one user's flood from stalling another's calls, and a clean shutdown on
+// SIGINT or SIGTERM; and what their tools and demos share ([InputSchema],
+// [QuickstartDemo]). Only [Run], [Command.Run], [Handler],
+// [Limits.Handler] and [CallUser] take the go-sdk's types; the rest
+// serves a server of any MCP library ([RunServer], [Limits.Endpoint]).
 package exserve
 
 import (
@@ -42,6 +44,16 @@ func Logger(w io.Writer, server string) *slog.Logger {
 func User(ctx context.Context) string {
 	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 		return ti.UserID
+	}
+	return ""
+}
+
+// CallUser returns the user whose bearer token carried the call req (the
+// authenticated user, by whom idem's default scope keeps op ids apart), or
+// "" without one: over stdio, or over HTTP without -user.
+func CallUser(req *mcp.CallToolRequest) string {
+	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
+		return req.Extra.TokenInfo.UserID
 	}
 	return ""
 }

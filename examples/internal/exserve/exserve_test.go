@@ -153,3 +153,16 @@ func TestDemoStore(t *testing.T) {
 		t.Fatalf("-demo -store memory: runs on %q, %v", f.Store, err)
 	}
 }
+
+// waitUntil checks cond every 5 ms until it holds; once within has passed
+// without it, it fails t with the message failure returns.
+func waitUntil(t testing.TB, within time.Duration, cond func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(failure())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -2,6 +2,7 @@ package exserve
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -83,29 +84,18 @@ func (h *heldCalls) drain(running []admission, n int) {
 // waitRunning waits until the gate counts n messages running.
 func (h *heldCalls) waitRunning(n int) {
 	h.t.Helper()
-	for i := 0; ; i++ {
-		h.g.mu.Lock()
-		running := h.g.running
-		h.g.mu.Unlock()
-		if running == n {
-			return
-		}
-		if i == 1000 {
-			h.t.Fatalf("%d messages running after 5 s, want %d", running, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	running := func() int { h.g.mu.Lock(); defer h.g.mu.Unlock(); return h.g.running }
+	waitUntil(h.t, 5*time.Second, func() bool { return running() == n }, func() string {
+		return fmt.Sprintf("%d messages running after 5 s, want %d", running(), n)
+	})
 }
 
 // waitFor waits until user has n requests waiting.
 func (h *heldCalls) waitFor(user string, n int) {
 	h.t.Helper()
-	for i := 0; h.g.waiting(user) != n; i++ {
-		if i == 1000 {
-			h.t.Fatalf("%d of %s's requests wait after 5 s, want %d", h.g.waiting(user), user, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(h.t, 5*time.Second, func() bool { return h.g.waiting(user) == n }, func() string {
+		return fmt.Sprintf("%d of %s's requests wait after 5 s, want %d", h.g.waiting(user), user, n)
+	})
 }
 
 // runningOf returns how many of user's messages are being handled.

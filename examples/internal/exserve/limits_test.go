@@ -125,18 +125,15 @@ func TestCallsPerUser(t *testing.T) {
 	for i := range lim.MaxCallsPerUser {
 		send("hold", fmt.Sprint("h", i))
 	}
-	for h.entered.Load() < int64(lim.MaxCallsPerUser) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, func() bool { return h.entered.Load() >= int64(lim.MaxCallsPerUser) }, func() string {
+		return fmt.Sprintf("%d of a's calls running after 10 s, want %d", h.entered.Load(), lim.MaxCallsPerUser)
+	})
 	for i := range lim.MaxCallsPerUser {
 		send("get", fmt.Sprint("w", i))
 	}
-	for i := 0; g.waiting("a") < lim.MaxCallsPerUser; i++ {
-		if i == 2000 {
-			t.Fatalf("%d of a's calls wait for a slot after 10 s, want %d", g.waiting("a"), lim.MaxCallsPerUser)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, func() bool { return g.waiting("a") >= lim.MaxCallsPerUser }, func() string {
+		return fmt.Sprintf("%d of a's calls wait for a slot after 10 s, want %d", g.waiting("a"), lim.MaxCallsPerUser)
+	})
 	// A client that gives up: were the call left waiting, the test would too.
 	c := &http.Client{Timeout: 5 * time.Second}
 	code, ans, err := post(c, url, "tok-a", "2025-06-18", call(2, "get", "n1"))
@@ -156,18 +153,10 @@ func TestCallsPerUser(t *testing.T) {
 		}
 	}
 	// The last slots are released just after their answers are sent.
-	for i := 0; ; i++ {
-		g.mu.Lock()
-		n := len(g.users)
-		g.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if i == 500 {
-			t.Fatalf("%d users still counted after every call ended", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	users := func() int { g.mu.Lock(); defer g.mu.Unlock(); return len(g.users) }
+	waitUntil(t, 5*time.Second, func() bool { return users() == 0 }, func() string {
+		return fmt.Sprintf("%d users still counted after every call ended", users())
+	})
 }
 
 // A request counts a call for each 64 KiB of its body: with a call of
@@ -185,22 +174,16 @@ func TestLargeBodyTakesMoreSlots(t *testing.T) {
 	for _, body := range []string{large, call(1, "hold", "small")} {
 		wg.Go(func() { post(testClient, url, "tok-a", "2025-06-18", body) })
 	}
-	for i := 0; h.entered.Load() < 2; i++ {
-		if i == 1000 {
-			t.Fatalf("%d of a's held calls started after 10 s, want 2", h.entered.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, func() bool { return h.entered.Load() >= 2 }, func() string {
+		return fmt.Sprintf("%d of a's held calls started after 10 s, want 2", h.entered.Load())
+	})
 	if n := g.runningOf("a"); n != 4 {
 		t.Fatalf("a's calls hold %d slots, want 4 (3 for 200 KiB, 1 for the small one)", n)
 	}
 	wg.Go(func() { post(testClient, url, "tok-a", "2025-06-18", call(2, "get", "n1")) })
-	for i := 0; g.waiting("a") == 0; i++ {
-		if i == 1000 {
-			t.Fatal("a's third call did not wait within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, func() bool { return g.waiting("a") != 0 }, func() string {
+		return "a's third call did not wait within 10 s"
+	})
 	if code, ans, err := post(testClient, url, "tok-b", "2025-06-18", call(2, "get", "n1")); err != nil || code != http.StatusOK {
 		t.Fatalf("b's call: %d %v %.200s", code, err, ans)
 	}

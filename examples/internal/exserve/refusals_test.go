@@ -55,12 +55,9 @@ func (b *logBuffer) records(parts ...string) []string {
 // of parts.
 func (b *logBuffer) waitRecords(t *testing.T, n int, parts ...string) {
 	t.Helper()
-	for i := 0; len(b.records(parts...)) < n; i++ {
-		if i == 500 {
-			t.Fatalf("%d records with %q after 5 s, want %d:\n%s", len(b.records(parts...)), parts, n, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, func() bool { return len(b.records(parts...)) >= n }, func() string {
+		return fmt.Sprintf("%d records with %q after 5 s, want %d:\n%s", len(b.records(parts...)), parts, n, b)
+	})
 }
 
 // refusalCounts reads the counter idemkit.http.refusals from r, as
@@ -129,12 +126,11 @@ func TestRefusalsLoggedAndCounted(t *testing.T) {
 	for i := range 2 * lim.MaxCallsPerUser {
 		wg.Go(func() { post(testClient, url, "tok-a", "2025-06-18", call(1, "hold", fmt.Sprint("h", i))) })
 	}
-	for i := 0; h.entered.Load() < int64(lim.MaxCallsPerUser) || g.waiting("a") < lim.MaxCallsPerUser; i++ {
-		if i == 1000 {
-			t.Fatalf("%d of a's calls running and %d waiting after 10 s", h.entered.Load(), g.waiting("a"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, func() bool {
+		return h.entered.Load() >= int64(lim.MaxCallsPerUser) && g.waiting("a") >= lim.MaxCallsPerUser
+	}, func() string {
+		return fmt.Sprintf("%d of a's calls running and %d waiting after 10 s", h.entered.Load(), g.waiting("a"))
+	})
 	expect("a call beyond the waiting ones", http.StatusTooManyRequests, "tok-a", "2025-06-18", call(1, "get", secret))
 	close(h.release)
 	wg.Wait()
@@ -203,18 +199,10 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	logs.waitRecords(t, 1, alice+" suppressed=99 within=300ms")
 	// Two more intervals: the window closes, with nothing more to say.
 	time.Sleep(2 * interval)
-	for i := 0; ; i++ {
-		rf.mu.Lock()
-		open := len(rf.windows)
-		rf.mu.Unlock()
-		if open == 0 {
-			break
-		}
-		if i == 500 {
-			t.Fatalf("%d windows still open 5 s after the last refusal", open)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	open := func() int { rf.mu.Lock(); defer rf.mu.Unlock(); return len(rf.windows) }
+	waitUntil(t, 5*time.Second, func() bool { return open() == 0 }, func() string {
+		return fmt.Sprintf("%d windows still open 5 s after the last refusal", open())
+	})
 	if n, m := len(logs.records(alice)), len(logs.records(bob)); n != 2 || m != 1 {
 		t.Fatalf("after the burst: %d and %d records, want 2 and 1:\n%s", n, m, logs.String())
 	}
@@ -240,12 +228,9 @@ func TestClientGoneIsNoRefusal(t *testing.T) {
 		defer close(held)
 		post(testClient, url, "tok-a", "2025-06-18", call(1, "hold", "h"))
 	}()
-	for i := 0; h.entered.Load() == 0; i++ {
-		if i == 500 {
-			t.Fatal("the held call did not start within 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, func() bool { return h.entered.Load() != 0 }, func() string {
+		return "the held call did not start within 5 s"
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error)
 	go func() {
@@ -256,20 +241,14 @@ func TestClientGoneIsNoRefusal(t *testing.T) {
 		_, err := testClient.Do(req)
 		gone <- err
 	}()
-	for i := 0; g.waiting("a") == 0; i++ {
-		if i == 500 {
-			t.Fatal("the second call did not wait within 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, func() bool { return g.waiting("a") != 0 }, func() string {
+		return "the second call did not wait within 5 s"
+	})
 	cancel()
 	<-gone
-	for i := 0; g.waiting("a") != 0; i++ {
-		if i == 500 {
-			t.Fatal("the call of a gone client still waits after 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, func() bool { return g.waiting("a") == 0 }, func() string {
+		return "the call of a gone client still waits after 5 s"
+	})
 	close(h.release)
 	<-held
 	time.Sleep(100 * time.Millisecond) // a refusal, were there one, is recorded by now
