@@ -18,7 +18,7 @@ import (
 
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
-	"github.com/idemkit/sdk/internal/mwlib"
+	"github.com/idemkit/sdk/internal/guardcases"
 	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/store/memory"
 	"github.com/idemkit/sdk/store/sqlite"
@@ -126,19 +126,21 @@ func codeOf(res *mcp.CallToolResult) string {
 // The Guard's cases of mwlib, through the go-sdk (goSDKGuard); mwlib
 // says what each checks. idem/mcpgo runs them through mcp-go.
 
-func TestGuardLostAnswer(t *testing.T)     { mwlib.GuardLostAnswer(t, goSDKGuard{}) }
-func TestGuardIdempotencyKey(t *testing.T) { mwlib.GuardIdempotencyKey(t, goSDKGuard{}) }
+func TestGuardLostAnswer(t *testing.T)     { guardcases.GuardLostAnswer(t, goSDKGuard{}) }
+func TestGuardIdempotencyKey(t *testing.T) { guardcases.GuardIdempotencyKey(t, goSDKGuard{}) }
 func TestGuardConcurrentIdenticalCalls(t *testing.T) {
-	mwlib.GuardConcurrentIdenticalCalls(t, goSDKGuard{})
+	guardcases.GuardConcurrentIdenticalCalls(t, goSDKGuard{})
 }
-func TestGuardUnknownOutcomeSettled(t *testing.T) { mwlib.GuardUnknownOutcomeSettled(t, goSDKGuard{}) }
-func TestGuardReconcileNotDone(t *testing.T)      { mwlib.GuardReconcileNotDone(t, goSDKGuard{}) }
+func TestGuardUnknownOutcomeSettled(t *testing.T) {
+	guardcases.GuardUnknownOutcomeSettled(t, goSDKGuard{})
+}
+func TestGuardReconcileNotDone(t *testing.T) { guardcases.GuardReconcileNotDone(t, goSDKGuard{}) }
 
 // goSDKGuard is the go-sdk as mwlib's Guard cases run through it: the
 // server of trackerServer, clients connected in memory.
 type goSDKGuard struct{}
 
-func (goSDKGuard) TrackerServer(t *testing.T, api *trackertest.API, guard *idem.Guard, tools idem.Tools) mwlib.GuardServer {
+func (goSDKGuard) TrackerServer(t *testing.T, api *trackertest.API, guard *idem.Guard, tools idem.Tools) guardcases.GuardServer {
 	return goSDKTracker{trackerServer(&tracker{api}, guard, tools)}
 }
 
@@ -148,11 +150,11 @@ func (goSDKGuard) Reconcile(api *trackertest.API) idem.Option {
 
 type goSDKTracker struct{ srv *mcp.Server }
 
-func (s goSDKTracker) Connect(t *testing.T) mwlib.GuardClient {
+func (s goSDKTracker) Connect(t *testing.T) guardcases.GuardClient {
 	return goSDKGuardClient{connect(t, s.srv)}
 }
 
-func (s goSDKTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool string, args map[string]any) mwlib.GuardResult {
+func (s goSDKTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool string, args map[string]any) guardcases.GuardResult {
 	t.Helper()
 	res, err := idemtest.DropAndRetry(ctx, s.srv, call(tool, args))
 	if err != nil {
@@ -163,18 +165,18 @@ func (s goSDKTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool strin
 
 type goSDKGuardClient struct{ cs *mcp.ClientSession }
 
-func (c goSDKGuardClient) Call(ctx context.Context, tool string, args map[string]any) (mwlib.GuardResult, error) {
+func (c goSDKGuardClient) Call(ctx context.Context, tool string, args map[string]any) (guardcases.GuardResult, error) {
 	res, err := c.cs.CallTool(ctx, call(tool, args))
 	if err != nil {
-		return mwlib.GuardResult{}, err
+		return guardcases.GuardResult{}, err
 	}
 	return guardResult(res), nil
 }
 
 // guardResult is res as mwlib's Guard cases read it.
-func guardResult(res *mcp.CallToolResult) mwlib.GuardResult {
+func guardResult(res *mcp.CallToolResult) guardcases.GuardResult {
 	b, _ := json.Marshal(res.StructuredContent)
-	return mwlib.GuardResult{IsError: res.IsError, Meta: res.Meta, Structured: string(b), Text: textOf(res)}
+	return guardcases.GuardResult{IsError: res.IsError, Meta: res.Meta, Structured: string(b), Text: textOf(res)}
 }
 
 // TestGuardListsHonestTools: tools/list through the guard says what it

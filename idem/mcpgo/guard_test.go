@@ -21,7 +21,7 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idem/mcpgo"
 	"github.com/idemkit/sdk/idemtest"
-	"github.com/idemkit/sdk/internal/mwlib"
+	"github.com/idemkit/sdk/internal/guardcases"
 	"github.com/idemkit/sdk/internal/trackertest"
 	"github.com/idemkit/sdk/store/memory"
 )
@@ -219,20 +219,22 @@ func structuredJSON(t *testing.T, res *mcp.CallToolResult) string {
 // The Guard's cases of mwlib, through mcp-go (mcpgoGuard); mwlib says
 // what each checks. idem runs them through the go-sdk.
 
-func TestGuardLostAnswer(t *testing.T)     { mwlib.GuardLostAnswer(t, mcpgoGuard{}) }
-func TestGuardIdempotencyKey(t *testing.T) { mwlib.GuardIdempotencyKey(t, mcpgoGuard{}) }
+func TestGuardLostAnswer(t *testing.T)     { guardcases.GuardLostAnswer(t, mcpgoGuard{}) }
+func TestGuardIdempotencyKey(t *testing.T) { guardcases.GuardIdempotencyKey(t, mcpgoGuard{}) }
 func TestGuardConcurrentIdenticalCalls(t *testing.T) {
-	mwlib.GuardConcurrentIdenticalCalls(t, mcpgoGuard{})
+	guardcases.GuardConcurrentIdenticalCalls(t, mcpgoGuard{})
 }
-func TestGuardUnknownOutcomeSettled(t *testing.T) { mwlib.GuardUnknownOutcomeSettled(t, mcpgoGuard{}) }
-func TestGuardReconcileNotDone(t *testing.T)      { mwlib.GuardReconcileNotDone(t, mcpgoGuard{}) }
+func TestGuardUnknownOutcomeSettled(t *testing.T) {
+	guardcases.GuardUnknownOutcomeSettled(t, mcpgoGuard{})
+}
+func TestGuardReconcileNotDone(t *testing.T) { guardcases.GuardReconcileNotDone(t, mcpgoGuard{}) }
 
 // mcpgoGuard is mcp-go as mwlib's Guard cases run through it: the server
 // of trackerServer over streamable HTTP, behind an HTTPDropper, and mcp-go
 // clients.
 type mcpgoGuard struct{}
 
-func (mcpgoGuard) TrackerServer(t *testing.T, api *trackertest.API, guard *idem.Guard, tools idem.Tools) mwlib.GuardServer {
+func (mcpgoGuard) TrackerServer(t *testing.T, api *trackertest.API, guard *idem.Guard, tools idem.Tools) guardcases.GuardServer {
 	d := &idemtest.HTTPDropper{Next: server.NewStreamableHTTPServer(trackerServer(&tracker{api}, guard, tools))}
 	return mcpgoTracker{d: d, url: serveHTTP(t, d)}
 }
@@ -246,11 +248,11 @@ type mcpgoTracker struct {
 	url string
 }
 
-func (s mcpgoTracker) Connect(t *testing.T) mwlib.GuardClient {
+func (s mcpgoTracker) Connect(t *testing.T) guardcases.GuardClient {
 	return mcpgoGuardClient{dial(t, ctxFor(t), s.url, nil)}
 }
 
-func (s mcpgoTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool string, args map[string]any) mwlib.GuardResult {
+func (s mcpgoTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool string, args map[string]any) guardcases.GuardResult {
 	t.Helper()
 	s.d.Arm(tool)
 	if _, err := callTool(ctx, dial(t, ctx, s.url, nil), tool, args, nil); err == nil {
@@ -265,17 +267,17 @@ func (s mcpgoTracker) LoseAndRetry(t *testing.T, ctx context.Context, tool strin
 
 type mcpgoGuardClient struct{ c *client.Client }
 
-func (c mcpgoGuardClient) Call(ctx context.Context, tool string, args map[string]any) (mwlib.GuardResult, error) {
+func (c mcpgoGuardClient) Call(ctx context.Context, tool string, args map[string]any) (guardcases.GuardResult, error) {
 	res, err := callTool(ctx, c.c, tool, args, nil)
 	if err != nil {
-		return mwlib.GuardResult{}, err
+		return guardcases.GuardResult{}, err
 	}
 	return guardResult(res), nil
 }
 
 // guardResult is res as mwlib's Guard cases read it.
-func guardResult(res *mcp.CallToolResult) mwlib.GuardResult {
-	r := mwlib.GuardResult{IsError: res.IsError, Text: textOf(res)}
+func guardResult(res *mcp.CallToolResult) guardcases.GuardResult {
+	r := guardcases.GuardResult{IsError: res.IsError, Text: textOf(res)}
 	if res.Meta != nil {
 		r.Meta = res.Meta.AdditionalFields
 	}

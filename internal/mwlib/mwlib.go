@@ -6,8 +6,7 @@
 // storetest implements it for the go-sdk (its default), and
 // github.com/idemkit/sdk/idem/mcpgo/mcpgotest for mark3labs/mcp-go.
 //
-// The Guard's cases are written the same way, over a [GuardLibrary] that
-// idem's tests implement for the go-sdk and idem/mcpgo's for mcp-go.
+// The Guard's cases are written the same way, in internal/guardcases.
 package mwlib
 
 import (

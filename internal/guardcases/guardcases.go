@@ -1,4 +1,9 @@
-package mwlib
+// Package guardcases holds the cases of idem.Guard that both MCP libraries
+// run: each is written once over a [GuardLibrary], which idem's tests
+// implement for the go-sdk and idem/mcpgo's for mcp-go. It is a package of
+// its own, apart from internal/mwlib, so that the stores' tests, which use
+// mwlib through storetest, do not link SQLite.
+package guardcases
 
 import (
 	"context"
