@@ -65,11 +65,14 @@ func (q *quota) refusal(buckets []oprecord.UsageBucket, held, n int64, now time.
 	if n > q.max {
 		return newError(CodeQuotaExceeded, "this answer is larger than the server keeps for one caller; nothing was saved, and a retry cannot succeed: ask the server's operator")
 	}
+	// The bytes fit once enough buckets, the earliest first, have expired;
+	// with n within the bound, they do by the last one.
+	var until int64
 	for _, b := range buckets {
-		if held -= b.Bytes; held+n <= q.max {
-			wait := time.Unix(b.Until, 0).Sub(now).Round(time.Second)
-			return newError(CodeQuotaExceeded, fmt.Sprintf("this caller's kept answers have reached the server's bound; nothing was saved; retry in %s, when older answers have expired", wait))
+		if until, held = b.Until, held-b.Bytes; held+n <= q.max {
+			break
 		}
 	}
-	return newError(CodeQuotaExceeded, "this caller's kept answers have reached the server's bound; nothing was saved")
+	wait := time.Unix(until, 0).Sub(now).Round(time.Second)
+	return newError(CodeQuotaExceeded, fmt.Sprintf("this caller's kept answers have reached the server's bound; nothing was saved; retry in %s, when older answers have expired", wait))
 }

@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 )
 
-// clearSpan is searched by ClearVectorUpper: longer than 32 bytes, so that
+// clearSpan is searched by clearVectorUpper: longer than 32 bytes, so that
 // the search takes its AVX2 path.
 var clearSpan [64]byte
 
-// ClearVectorUpper clears the upper halves of the CPU's vector registers
+// clearVectorUpper clears the upper halves of the CPU's vector registers
 // (VZEROUPPER) on an amd64 CPU with AVX2, and does nearly nothing
 // elsewhere. Call it before a SHA-256 of a few hundred bytes or less.
 //
@@ -25,10 +25,10 @@ var clearSpan [64]byte
 // last, so a loop of its own seldom shows it. The standard library's AVX2
 // routines end with VZEROUPPER: bytes.IndexByte over more than 32 bytes
 // is one, and costs a few nanoseconds.
-func ClearVectorUpper() { bytes.IndexByte(clearSpan[:], 1) }
+func clearVectorUpper() { bytes.IndexByte(clearSpan[:], 1) }
 
-// Sum256 is sha256.Sum256 after ClearVectorUpper.
+// Sum256 is sha256.Sum256 after clearVectorUpper.
 func Sum256(data []byte) [sha256.Size]byte {
-	ClearVectorUpper()
+	clearVectorUpper()
 	return sha256.Sum256(data)
 }

@@ -39,12 +39,12 @@ var mutations = []mutation{
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: Hex(sha256.Sum256(b))}`,
+	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: Hex(argsfp.Sum256(b))}`,
 		To: `	for _, s := range []string{tool, opID} {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	return backend.Key{Collection: Collection, ID: Hex(sha256.Sum256(b))}`,
+	return backend.Key{Collection: Collection, ID: Hex(argsfp.Sum256(b))}`,
 		Pkg: "./store/memory",
 		Run: "^TestConformance$/^Middleware$/^ScopesKeepOpsApart$",
 	},

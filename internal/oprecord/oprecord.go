@@ -100,12 +100,11 @@ func (r *Record) StructuredOutput() json.RawMessage {
 func Key(scope, tool, opID string) backend.Key {
 	var buf [256]byte // most keys fit: no allocation but the id's
 	b := buf[:0]
-	argsfp.ClearVectorUpper() // for the hash below
 	for _, s := range []string{scope, tool, opID} {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: Hex(sha256.Sum256(b))}
+	return backend.Key{Owner: Owner(scope), Collection: Collection, ID: Hex(argsfp.Sum256(b))}
 }
 
 // Hex returns sum in lowercase hex, as hex.EncodeToString does, with one
@@ -183,5 +182,5 @@ type UsageBucket struct {
 // UsageKey returns the key of scope's usage document: kept under the
 // scope's owner, as its op records are.
 func UsageKey(scope string) backend.Key {
-	return backend.Key{Owner: Owner(scope), Collection: UsageCollection, ID: Hex(sha256.Sum256([]byte("usage\x00" + scope)))}
+	return backend.Key{Owner: Owner(scope), Collection: UsageCollection, ID: Hex(argsfp.Sum256([]byte("usage\x00" + scope)))}
 }
