@@ -25,7 +25,7 @@ func openTurns(t *testing.T) *sqlite.Store {
 // in turn, so one caller's queue never stands all in front of another's.
 func TestWriterTakesTurnsByScope(t *testing.T) {
 	s := openTurns(t)
-	storetest.TurnsByScope(t, s, func() int { return sqlite.Waiting(s) }, nil)
+	storetest.TurnsByScope(t, s, func() int { return sqlite.Waiting(s) })
 }
 
 // TestWriterTurnGivenUp: a transaction that stops waiting for the writer

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -39,10 +38,9 @@ func HoldRun(t *testing.T, s idem.Store) (release func()) {
 // reports how many transactions wait, hands the slot to the scopes waiting
 // in turn (kit.Turns): while a Run holds it, alice queues four Runs, then
 // bob one, alice one more and carol one; once it is free, bob and carol
-// each wait for one of alice's, not for all of them. read, if not nil, is
-// carol's call in place of a Run: a read outside a transaction that waits
-// for the slot too.
-func TurnsByScope(t *testing.T, s idem.Store, waiting func() int, read func(ctx context.Context) error) {
+// each wait for one of alice's, not for all of them. Each Run notes its
+// turn inside its transaction, while it holds the slot.
+func TurnsByScope(t *testing.T, s idem.Store, waiting func() int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -58,18 +56,11 @@ func TurnsByScope(t *testing.T, s idem.Store, waiting func() int, read func(ctx 
 	var wg sync.WaitGroup
 	for i, w := range [][2]string{{"alice", "a1"}, {"alice", "a2"}, {"alice", "a3"}, {"alice", "a4"}, {"bob", "b1"}, {"alice", "a5"}, {"carol", "c1"}} {
 		wg.Go(func() {
-			ctx := backend.WithScope(ctx, w[0])
-			var err error
-			if w[0] == "carol" && read != nil {
-				err = read(ctx)
+			err := s.Run(backend.WithScope(ctx, w[0]), func(ctx context.Context, tx idem.Tx) error {
 				note(w[1])
-			} else {
-				err = s.Run(ctx, func(ctx context.Context, tx idem.Tx) error {
-					note(w[1])
-					return tx.Put(ctx, idem.Key{Collection: "turns", ID: w[1]}, map[string]string{"by": w[0]})
-				})
-			}
-			if err != nil && !errors.Is(err, idem.ErrNotFound) {
+				return tx.Put(ctx, idem.Key{Collection: "turns", ID: w[1]}, map[string]string{"by": w[0]})
+			})
+			if err != nil {
 				t.Error(err)
 			}
 		})
