@@ -118,7 +118,11 @@ func (g *Guard) newOutcall(ctx context.Context, gt *guardTool, c *adapter.Call) 
 			return &outcall{gt: gt, c: c, args: args}, nil
 		}
 	}
-	in, opID, refused := gt.t.check(c)
+	opID, object, refused := gt.t.check(c)
+	if refused != nil {
+		return nil, refused
+	}
+	in, refused := gt.t.decode(c.Arguments, object)
 	if refused != nil {
 		return nil, refused
 	}

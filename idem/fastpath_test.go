@@ -177,3 +177,26 @@ func TestByteRun(t *testing.T) {
 		}
 	}
 }
+
+// Absent and null arguments count as {}: the fast check answers them as the
+// full validator does, for schemas that require a property and for those
+// that do not.
+func TestFastCheckOfAbsentArguments(t *testing.T) {
+	checks := fastCheckSchemas(t)
+	sure := 0
+	for name, ic := range checks {
+		for _, args := range []string{"", "null", " null\n", " "} {
+			want, wantRefused := ic.checkFull(json.RawMessage(args))
+			got, refused := ic.check(json.RawMessage(args), false)
+			if (refused == nil) != (wantRefused == nil) || string(got) != string(want) {
+				t.Errorf("schema %s, arguments %q: check gave %s, %v; the full validator %s, %v", name, args, got, refused, want, wantRefused)
+			}
+			if ic.fast != nil && ic.fast.fastValid([]byte("{}")) {
+				sure++
+			}
+		}
+	}
+	if sure == 0 {
+		t.Error("no schema's fast check is sure of {}: the absent arguments' fast path is never taken")
+	}
+}

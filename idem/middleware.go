@@ -99,17 +99,21 @@ func (t *tool) call(ctx context.Context, o *op, c *adapter.Call) (*answer, *Erro
 			return nil, refused
 		}
 	}
-	in, opID, refused := t.check(c)
+	opID, object, refused := t.check(c)
 	if refused != nil {
 		return nil, refused
 	}
 	if opID == "" {
+		in, refused := t.decode(c.Arguments, object)
+		if refused != nil {
+			return nil, refused
+		}
 		if o.scope = t.c.scope(ctx, c); o.scope == "" && t.c.requireScope {
 			return nil, newError(CodeScopeRequired, "this tool needs an authenticated caller")
 		}
 		return t.runPlain(ctx, o, c, in)
 	}
-	if refused := t.newOp(ctx, o, c, in, opID); refused != nil {
+	if refused := t.newOp(ctx, o, c, opID, object); refused != nil {
 		return nil, refused
 	}
 	release, waited, err := t.fl.acquire(ctx, o.key, t.c.busyAfter)
@@ -120,21 +124,23 @@ func (t *tool) call(ctx context.Context, o *op, c *adapter.Call) (*answer, *Erro
 		return nil, newError(CodeInternal, "the call was cancelled while it waited for the same operation; nothing was saved by it")
 	}
 	defer release()
-	return t.runOp(ctx, o, c, in)
+	return t.runOp(ctx, o, c)
 }
 
-// check refuses, before anything runs, a call whose op id, record keys or
-// arguments are not well formed, in that order, and decodes the arguments.
-// The op id is "" when the call carries none.
-func (t *tool) check(c *adapter.Call) (in any, opID string, refused *Error) {
+// check refuses, before anything runs, a call whose op id or record keys are
+// not well formed, or whose arguments are not a JSON object, in that order;
+// decode then checks the rest of the arguments. The op id is "" when the
+// call carries none; object says the arguments are a JSON object.
+func (t *tool) check(c *adapter.Call) (opID string, object bool, refused *Error) {
 	raw := c.Arguments
 	// The op id and the keys are checked first, even when the rest of the
 	// arguments fails the schema; named is empty for absent or null
 	// arguments.
-	named, isObject := parseArgs(raw)
-	args, invalid := t.in.check(raw, isObject)
-	if !isObject && invalid != nil {
-		return in, "", invalid // not a JSON object, or not JSON at all
+	named, object := parseArgs(raw)
+	if !object {
+		if _, invalid := t.in.check(raw, false); invalid != nil {
+			return "", false, invalid // not a JSON object, or not JSON at all
+		}
 	}
 	switch {
 	case t.c.opID:
@@ -147,25 +153,21 @@ func (t *tool) check(c *adapter.Call) (in any, opID string, refused *Error) {
 		opID, refused = opIDOf(nil, c.Meta)
 	}
 	if refused != nil {
-		return in, "", refused
+		return "", object, refused
 	}
 	if t.c.requireOpID && opID == "" {
-		return in, "", newError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
+		return "", object, newError(CodeInvalidOpID, "this tool requires an op_id: mint one per operation before the first attempt and resend it on every retry")
 	}
-	if refused := checkKeys(named, t.c.keys); refused != nil {
-		return in, "", refused
-	}
-	if invalid != nil {
-		return in, "", invalid
-	}
-	if in, refused = t.decode(args); refused != nil {
-		return nil, "", refused
-	}
-	return in, opID, nil
+	return opID, object, checkKeys(named, t.c.keys)
 }
 
-// decode decodes the checked arguments into the handler's In.
-func (t *tool) decode(args json.RawMessage) (any, *Error) {
+// decode checks the arguments against the input schema and decodes them into
+// the handler's In.
+func (t *tool) decode(raw json.RawMessage, object bool) (any, *Error) {
+	args, invalid := t.in.check(raw, object)
+	if invalid != nil {
+		return nil, invalid
+	}
 	in, err := t.h.Decode(args)
 	if err != nil {
 		// JSON Schema counts 1.0 as an integer, encoding/json does not.
@@ -200,9 +202,12 @@ type op struct {
 	scope string
 	key   Key             // the op record's
 	args  json.RawMessage // the arguments as sent
-	in    any             // and as the handler gets them
+	in    any             // and as the handler gets them, once decoded
 	fp    string          // fingerprint of args (package internal/argsfp), once computed
 	fpErr error
+	// object says args are a JSON object; decoded, that in is set (the
+	// arguments passed the input schema).
+	object, decoded bool
 
 	attempts int   // transaction attempts
 	waited   bool  // waited for a concurrent call with the same op id
@@ -210,15 +215,29 @@ type op struct {
 }
 
 // newOp fills in o, a call with op id opID: its scope, the op record's key
-// and its arguments.
-func (t *tool) newOp(ctx context.Context, o *op, c *adapter.Call, in any, opID string) *Error {
-	scope, refused := t.c.opScope(ctx, c)
-	if refused != nil {
-		return refused
-	}
-	o.id, o.scope, o.args, o.in = opID, scope, c.Arguments, in
+// and its arguments, checked against the input schema (decode) unless they
+// are the same bytes as a call of this op answered lately, which passed the
+// same check then: a repeat then costs no decoding.
+func (t *tool) newOp(ctx context.Context, o *op, c *adapter.Call, opID string, object bool) *Error {
+	scope, scopeRefused := t.c.opScope(ctx, c)
+	o.id, o.scope, o.args, o.object = opID, scope, c.Arguments, object
 	o.key = oprecord.Key(scope, o.tool, opID)
-	return nil
+	if o.fp = t.recent.fingerprint(o.key, o.args); o.fp == "" {
+		if refused := o.decode(t); refused != nil {
+			return refused
+		}
+	}
+	return scopeRefused // after the arguments' refusals, as without an op id
+}
+
+// decode decodes o's arguments into o.in, once.
+func (o *op) decode(t *tool) *Error {
+	if o.decoded {
+		return nil
+	}
+	in, refused := t.decode(o.args, o.object)
+	o.in, o.decoded = in, refused == nil
+	return refused
 }
 
 // fingerprint returns the op's fingerprint, computed once.
@@ -254,7 +273,7 @@ func (t *tool) runPlain(ctx context.Context, o *op, c *adapter.Call, in any) (*a
 // runOp runs a call with an op id. It answers from the op record when one is
 // live (a replay, or key_reused for other arguments), and otherwise runs the
 // handler and creates the op record in the same transaction.
-func (t *tool) runOp(ctx context.Context, o *op, c *adapter.Call, in any) (*answer, *Error) {
+func (t *tool) runOp(ctx context.Context, o *op, c *adapter.Call) (*answer, *Error) {
 	// A repeat of an op id this handler answered lately is answered with
 	// one read, on stores that can read outside a transaction. Otherwise
 	// the op record's create at commit catches a duplicate, and the
@@ -268,12 +287,16 @@ func (t *tool) runOp(ctx context.Context, o *op, c *adapter.Call, in any) (*answ
 		}
 		skipRead = err == nil // on a failed read the transaction reads it itself
 	}
-	// The handler is about to run, and its op record will need the
-	// fingerprint: arguments that cannot be fingerprinted are refused first.
+	// The handler is about to run, on the decoded arguments, and its op
+	// record will need the fingerprint: arguments that cannot be
+	// fingerprinted are refused first.
+	if refused := o.decode(t); refused != nil {
+		return nil, refused
+	}
 	if _, err := o.fingerprint(); err != nil {
 		return nil, t.internal(o, "fingerprinting arguments", err)
 	}
-	x := t.transact(ctx, o, c, in, skipRead)
+	x := t.transact(ctx, o, c, skipRead)
 	if x.found == nil && x.failedFirst {
 		// The first attempt did not read the op record and failed in the
 		// handler: perhaps on the writes of a duplicate that committed in
@@ -335,7 +358,7 @@ type txOutcome struct {
 // transact runs the handler and creates the op record in one transaction.
 // Each attempt reads the op record first (but for a first attempt with
 // skipRead) and answers from it when it is there.
-func (t *tool) transact(ctx context.Context, o *op, c *adapter.Call, in any, skipRead bool) txOutcome {
+func (t *tool) transact(ctx context.Context, o *op, c *adapter.Call, skipRead bool) txOutcome {
 	var x txOutcome
 	hooks, err := runTx(context.WithoutCancel(ctx), t.s, o, func(tctx context.Context, tx Tx) error {
 		attempts := o.attempts
@@ -345,7 +368,7 @@ func (t *tool) transact(ctx context.Context, o *op, c *adapter.Call, in any, ski
 				return errRollback
 			}
 		}
-		a, err := t.runHandler(ctx, tctx, tx, c, in)
+		a, err := t.runHandler(ctx, tctx, tx, c, o.in)
 		x.answer = a
 		if err != nil {
 			x.failedFirst = skipRead && attempts == 1
@@ -409,15 +432,15 @@ const keyReusedMessage = "this op_id was already used with other arguments: a re
 // replay answers from a live op record: its result if the arguments match,
 // key_reused if they do not. The one place a call is answered from a record.
 func (t *tool) replay(ctx context.Context, o *op, rec *oprecord.Record) (*answer, *Error) {
-	remembered := false
-	if o.fp == "" {
-		// The same bytes as a call this handler answered lately: their
-		// fingerprint without decoding and writing them again. argsfp.Of
-		// made 21 of a replay's 65 allocations and 17% of its CPU on
-		// SQLite (BenchmarkMiddleware/sqlite/wrapped-replay, five paired
-		// rounds).
-		o.fp = t.recent.fingerprint(o.key, o.args)
-		remembered = o.fp != ""
+	// Arguments not decoded are the same bytes as a call this handler
+	// answered lately (newOp): their fingerprint is remembered. argsfp.Of
+	// made 21 of a replay's 65 allocations and 17% of its CPU on SQLite
+	// (BenchmarkMiddleware/sqlite/wrapped-replay, five paired rounds).
+	remembered := !o.decoded
+	if rec.ArgsHash != "" {
+		if refused := o.decode(t); refused != nil {
+			return nil, refused
+		}
 	}
 	if !sameArgs(o, rec) {
 		return nil, newError(CodeKeyReused, keyReusedMessage)

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/sdk/idem"
 	"github.com/idemkit/sdk/idemtest"
 	"github.com/idemkit/sdk/store/memory"
+	"sync/atomic"
 )
 
 // A result that asks the client for input is answered but never stored, and
@@ -447,4 +448,57 @@ func (t *tracer) events() []idem.Event {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.got)
+}
+
+// countedNote counts its decodings.
+type countedNote struct {
+	Text string `json:"text"`
+}
+
+var countedDecodings atomic.Int64
+
+func (n *countedNote) UnmarshalJSON(b []byte) error {
+	countedDecodings.Add(1)
+	type plain countedNote
+	return json.Unmarshal(b, (*plain)(n))
+}
+
+// A repeat whose arguments are the same bytes as a call of its op answered
+// lately passed the input check then: it is answered without decoding them
+// again. The same arguments in other bytes are checked and decoded, and
+// still answered from the record.
+func TestRepeatOfTheSameBytesIsNotDecoded(t *testing.T) {
+	runs := 0
+	call := countingTool[countedNote](&runs)
+	countedDecodings.Store(0)
+	for i, c := range []struct {
+		args      string
+		decodings int64
+	}{
+		{`{"text":"a","op_id":"op-1"}`, 1},  // the first call
+		{`{"text":"a","op_id":"op-1"}`, 1},  // the same bytes
+		{`{"op_id":"op-1","text":"a"}`, 2},  // other bytes, the same arguments
+		{`{"op_id":"op-1", "text":"a"}`, 3}, // and again
+		{`{"text":"b","op_id":"op-1"}`, 4},  // other arguments: key_reused
+		{`{"op_id":"op-1", "text":"a"}`, 4}, // the bytes of the last answer
+		{`{"text":"a","op_id":"op-1"}`, 5},  // the first bytes: no longer the ones remembered
+	} {
+		res, err := call(c.args)
+		if err != nil || res == nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if got := countedDecodings.Load(); got != c.decodings {
+			t.Errorf("call %d (%s): %d decodings in all, want %d", i, c.args, got, c.decodings)
+		}
+		wantCode := ""
+		if strings.Contains(c.args, `"b"`) {
+			wantCode = string(idem.CodeKeyReused)
+		}
+		if code, _ := res.Meta[idem.MetaError].(string); code != wantCode {
+			t.Errorf("call %d: code %q, want %q", i, code, wantCode)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs)
+	}
 }

@@ -148,10 +148,21 @@ func isEmptySchema(s *jsonschema.Schema) bool {
 // refusal. Absent or null arguments are the empty object. object says the
 // arguments are a valid JSON object (parseArgs), which the fast check needs.
 func (ic *inputCheck) check(args json.RawMessage, object bool) (json.RawMessage, *Error) {
-	if ic.fast != nil && object && len(args) > 0 && args[0] == '{' && ic.fast.fastValid(args) {
-		return args, nil // what the full validator accepts, as sent
+	if ic.fast != nil {
+		switch {
+		case object && len(args) > 0 && args[0] == '{' && ic.fast.fastValid(args):
+			return args, nil // what the full validator accepts, as sent
+		case !object && absentArgs(args) && ic.fast.fastValid([]byte("{}")):
+			return json.RawMessage("{}"), nil // as checkFull answers absent arguments
+		}
 	}
 	return ic.checkFull(args)
+}
+
+// absentArgs reports whether args are absent or null, which count as {}.
+// (White space alone is checked as {} but is not JSON: its decoding fails.)
+func absentArgs(args json.RawMessage) bool {
+	return len(args) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null"))
 }
 
 // checkFull is check with jsonschema-go's validator, for every call the fast
@@ -175,7 +186,7 @@ func (ic *inputCheck) checkFull(args json.RawMessage) (json.RawMessage, *Error) 
 	if err := ic.resolved.Validate(v); err != nil {
 		return nil, newError(CodeInvalidArguments, ic.explain(m))
 	}
-	if !ic.defaults && len(args) > 0 && !bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
+	if !ic.defaults && !absentArgs(args) {
 		return args, nil // nothing was added: the arguments as sent
 	}
 	b, err := json.Marshal(v)

@@ -94,6 +94,10 @@ type Store struct {
 	// Other modes (the simple protocol behind a transaction-pooling
 	// PgBouncer, say) get the SQL itself, as before.
 	named bool
+	// direct: named, and the pool's connections have no tracer, so a read
+	// may skip pgx's query path (read.go), which a tracer must see. Copying
+	// a connection's config to ask cost 2% of a replay's CPU.
+	direct bool
 	// turns hands out the pool's connections to this Store's transactions
 	// and reads by caller, round robin (backend.WithScope), so that they
 	// wait here in turn and not in the pool's one line, where one caller's
@@ -155,6 +159,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 		retry: kit.Retry{Store: "postgres", MaxAttempts: o.MaxAttempts, Base: 500 * time.Microsecond, Cap: 50 * time.Millisecond},
 		named: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
 		turns: kit.NewTurns(int(pool.Config().MaxConns))}
+	s.direct = s.named && pool.Config().ConnConfig.Tracer == nil
 	s.background = kit.StartSweeping(s, (*Store).backgroundSweep,
 		kit.SweepOptions{Store: "postgresql", Off: opts.NoSweep, Every: every, Report: opts.OnSweep})
 	return s, nil

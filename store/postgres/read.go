@@ -77,7 +77,7 @@ func (s *Store) readOn(ctx context.Context, conn *pgx.Conn, k backend.Key, now t
 	if err != nil {
 		return stored{}, err
 	}
-	if !s.named || conn.Config().Tracer != nil {
+	if !s.direct {
 		var (
 			r   stored
 			doc []byte
