@@ -51,8 +51,7 @@ func (t *tool) serve(ctx context.Context, c *adapter.Call) adapter.Answer {
 	} else {
 		ans = a.answer()
 	}
-	outcome, code := outcomeOf(a, refused)
-	t.report(ctx, c, o, outcome, code, time.Since(start))
+	t.report(ctx, c, o, codeOf(a, refused), refused == nil && a.replayed, time.Since(start))
 	return ans
 }
 

@@ -16,15 +16,15 @@ type afterCommitList struct {
 
 // AfterCommit registers f to run once the transaction that ctx belongs to has
 // committed: after a real commit only, never when the transaction rolls back,
-// and never when the middleware answers a replay from a stored result. If Run
-// calls fn again after a conflict, hooks registered by the lost attempt are
+// and never when the middleware answers a replay from a stored result. If the
+// store calls fn again after a conflict, hooks registered by the lost attempt are
 // dropped. Hooks run in registration order, on the caller's goroutine, with a
 // context that is not cancelled when the request is.
 //
 // A panic in a hook is logged (with slog's default logger) and contained:
 // the other hooks still run. Use it for outbound effects that must follow
 // the change (see package sideeffect). ctx must be the context passed to a
-// [HandlerFor] or to the fn of [Run]: AfterCommit reports false, and
+// [HandlerFor] or to the fn of [Guard.Run]: AfterCommit reports false, and
 // registers nothing, for any other.
 func AfterCommit(ctx context.Context, f func(ctx context.Context)) bool {
 	l, _ := ctx.Value(afterCommitKey{}).(*afterCommitList)
@@ -35,18 +35,6 @@ func AfterCommit(ctx context.Context, f func(ctx context.Context)) bool {
 	l.fns = append(l.fns, f)
 	l.mu.Unlock()
 	return true
-}
-
-// Run is s.Run with [AfterCommit] hooks: fn may register hooks on its ctx,
-// and Run calls those of the attempt that committed after Run's commit
-// succeeded.
-func Run(ctx context.Context, s Store, fn func(ctx context.Context, tx Tx) error) error {
-	hooks, err := runTx(ctx, s, nil, fn)
-	if err != nil {
-		return err
-	}
-	hooks.run(context.WithoutCancel(ctx))
-	return nil
 }
 
 func (l *afterCommitList) run(ctx context.Context) {

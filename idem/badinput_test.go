@@ -255,7 +255,7 @@ func TestStatusRefusalIsReported(t *testing.T) {
 	if err != nil || !res.IsError {
 		t.Fatalf("a lookup without an op id: %v %s, want refused", err, mustJSON(res))
 	}
-	if events := tr.events(); len(events) != 1 || events[0].Outcome != idem.OutcomeRefused || events[0].Code != idem.CodeInvalidOpID {
+	if events := tr.events(); len(events) != 1 || events[0].Outcome() != "refused" || events[0].Code != idem.CodeInvalidOpID {
 		t.Fatalf("events %+v, want one refused with invalid_op_id", events)
 	}
 }

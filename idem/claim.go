@@ -564,16 +564,7 @@ func (o *outcall) refuse(code Code, msg string) adapter.Answer {
 // nil for a call refused before its operation was identified.
 func (g *Guard) report(ctx context.Context, tool string, o *outcall, ga adapter.Answer, d time.Duration) {
 	code, _ := ga.Meta[MetaError].(string)
-	outcome := OutcomeFirst
-	switch {
-	case ga.Meta[MetaReplayed] == true:
-		outcome = OutcomeReplay
-	case code == string(CodeUnknownOutcome):
-		outcome = OutcomeUnknown
-	case ga.Refused:
-		outcome = OutcomeRefused
-	}
-	e := Event{Outcome: outcome, Code: Code(code), Tool: tool, Duration: d}
+	e := Event{Code: Code(code), Replayed: ga.Meta[MetaReplayed] == true, Tool: tool, Duration: d}
 	if o != nil {
 		e.Scope, e.OpID, e.Fingerprint = o.scope, o.opID, o.fp
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemkit/sdk/idem/internal/adapter"
 	"github.com/idemkit/sdk/internal/oprecord"
 )
 
@@ -13,7 +14,9 @@ import (
 const StatusToolName = statusToolName
 
 var (
-	HasOpID      = Queued
+	HasOpID = func(req *mcp.CallToolRequest) bool {
+		return req != nil && req.Params != nil && hasOpID(&adapter.Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta})
+	}
 	ValidateOpID = func(id string) error {
 		if err := validateOpID(id); err != nil {
 			return err

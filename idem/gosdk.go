@@ -272,13 +272,3 @@ func decodeResult(stored json.RawMessage) (any, error) {
 	}
 	return res, nil
 }
-
-// Queued reports whether req carries an op id, as the op_id argument or in
-// _meta, well formed or not: such a call is queued or replayed, and names
-// its record (see [github.com/idemkit/sdk/idem/target.Query]).
-func Queued(req *mcp.CallToolRequest) bool {
-	if req == nil || req.Params == nil {
-		return false
-	}
-	return hasOpID(&adapter.Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta})
-}

@@ -87,9 +87,9 @@ type Options struct {
 	// RequireScope refuses a call whose scope is "" with scope_required.
 	RequireScope bool
 	// Logger gets one record per call, when it is answered, with the tool,
-	// the [Outcome], the code of a refusal, the scope, a hash of the op id,
-	// the argument fingerprint and the duration; never an argument value or
-	// the op id itself. Its level is Info for answers and for refusals the
+	// the outcome ([Event.Outcome]), the code of a refusal, the scope, a
+	// hash of the op id, the argument fingerprint and the duration; never
+	// an argument value or the op id itself. Its level is Info for answers and for refusals the
 	// caller can act on, Warn for key_reused, busy and contended, Error for
 	// internal and unknown_outcome. A handler's panic adds a record with
 	// its stack. The default discards.
@@ -219,12 +219,19 @@ func (g *Guard) toolConfig(opts []Option, outside bool) *config {
 	return g.c.withTool(opts, outside)
 }
 
-// Run runs fn in a transaction of the Guard's store. A Guard is the
-// server's Store too: [AddTool], [Tool] and [RegisterStatusTool] given a
-// Guard take its server-wide settings (TTL, scope, logger, clock, tracer),
-// so that the tools, get_operation and the guarded tools cannot disagree.
+// Run runs fn in a transaction of the Guard's store, and then the
+// [AfterCommit] hooks fn registered in the attempt that committed. A Guard
+// is the server's Store too: [AddTool], [Tool] and [RegisterStatusTool]
+// given a Guard take its server-wide settings (TTL, scope, logger, clock,
+// tracer), so that the tools, get_operation and the guarded tools cannot
+// disagree.
 func (g *Guard) Run(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
-	return g.s.Run(ctx, fn)
+	hooks, err := runTx(ctx, g.s, nil, fn)
+	if err != nil {
+		return err
+	}
+	hooks.run(context.WithoutCancel(ctx))
+	return nil
 }
 
 // configFor is the configuration of a tool registered on s with opts, and

@@ -93,8 +93,8 @@ func TestLogsAndHooksCarryNoArguments(t *testing.T) {
 	call(secret)               // replay
 	call("SECRET-other-words") // key reuse
 	events := tr.events()
-	if len(events) != 3 || events[0].Outcome != idem.OutcomeFirst || events[1].Outcome != idem.OutcomeReplay ||
-		events[2].Outcome != idem.OutcomeRefused || events[2].Code != idem.CodeKeyReused || events[1].Fingerprint == "" || events[2].Tool != "note" {
+	if len(events) != 3 || events[0].Outcome() != "first" || events[1].Outcome() != "replay" ||
+		events[2].Outcome() != "refused" || events[2].Code != idem.CodeKeyReused || events[1].Fingerprint == "" || events[2].Tool != "note" {
 		t.Fatalf("hook events %+v, want a first call, a replay and a key reuse with fingerprints", events)
 	}
 	logs := buf.String()

@@ -145,8 +145,11 @@ func ReadFirst() Option { return Option{apply: func(c *config) { c.readFirst = t
 // An Event describes how a tool call ended, to the [Tracer]: what the
 // middleware's log record says, with the op id itself.
 type Event struct {
-	Outcome     Outcome
-	Code        Code // the code sent, for OutcomeRefused and OutcomeUnknown
+	// Code is the code the call was answered with: a refusal's, or the
+	// handler's error result's; "" for an answer.
+	Code Code
+	// Replayed says the answer is a stored one, for a repeat.
+	Replayed    bool
 	Tool        string
 	Scope       string
 	OpID        string // "" for a call without one
@@ -158,6 +161,31 @@ type Event struct {
 	Waited   bool // the call waited for a concurrent call with the same op id
 	Duration time.Duration
 	Err      error // for unknown outcomes and internal errors: the store's error
+}
+
+// Outcome names how the call ended, as the middleware's log record, spans
+// and metrics do:
+//
+//   - "replay": the answer is a stored one (Replayed); nothing the call did
+//     was kept.
+//   - "unknown": the store could not tell whether the commit landed (code
+//     unknown_outcome).
+//   - "refused": the answer is a tool error with a code: a refusal of the
+//     middleware (invalid_arguments, key_reused, busy, ...), or the
+//     handler's error or IsError result (not_saved, or the handler's own
+//     code). Nothing the call did was kept.
+//   - "first": the handler ran and its answer was sent, committed with the
+//     handler's writes (and, with an op id, stored for repeats).
+func (e Event) Outcome() string {
+	switch {
+	case e.Replayed:
+		return "replay"
+	case e.Code == CodeUnknownOutcome:
+		return "unknown"
+	case e.Code != "":
+		return "refused"
+	}
+	return "first"
 }
 
 // opScope returns the scope of a call with an op id, or a refusal: with

@@ -11,28 +11,6 @@ import (
 	"github.com/idemkit/sdk/internal/argsfp"
 )
 
-// An Outcome is how a tool call ended: the outcome attribute of the
-// middleware's log record, span and metrics, and [Event.Outcome].
-type Outcome string
-
-const (
-	// OutcomeFirst: the handler ran and its answer was sent, committed with
-	// the handler's writes (and, with an op id, stored for repeats).
-	OutcomeFirst Outcome = "first"
-	// OutcomeReplay: the answer is a stored one, for a repeat of an op id;
-	// nothing the call did was kept.
-	OutcomeReplay Outcome = "replay"
-	// OutcomeRefused: the answer is a tool error with a code
-	// ([Event.Code]): a refusal of the middleware (invalid_arguments,
-	// key_reused, busy, ...), or the handler's error or IsError result
-	// (not_saved, or the handler's own code). Nothing the call did was
-	// kept.
-	OutcomeRefused Outcome = "refused"
-	// OutcomeUnknown: the store could not tell whether the commit landed
-	// (code unknown_outcome).
-	OutcomeUnknown Outcome = "unknown"
-)
-
 // A Tracer is told of every tool call the middleware answers: when it
 // arrives, and how it ended. It is the middleware's one hook for telemetry,
 // as pgx's QueryTracer is for queries; the module
@@ -75,15 +53,15 @@ type CallInfo struct {
 
 // report tells the logger and the tracer how the call ended: one log
 // record, one EndCall.
-func (t *tool) report(ctx context.Context, call *adapter.Call, o *op, outcome Outcome, code Code, d time.Duration) {
-	if !t.c.logger.Enabled(ctx, levelOf(outcome, code)) && t.c.tracer == nil {
+func (t *tool) report(ctx context.Context, call *adapter.Call, o *op, code Code, replayed bool, d time.Duration) {
+	if !t.c.logger.Enabled(ctx, levelOf(code)) && t.c.tracer == nil {
 		return
 	}
 	if o.scope == "" {
 		o.scope = t.c.scope(ctx, call)
 	}
 	t.c.report(ctx, Event{
-		Outcome: outcome, Code: code, Tool: o.tool, Scope: o.scope, OpID: o.id, Fingerprint: o.fp,
+		Code: code, Replayed: replayed, Tool: o.tool, Scope: o.scope, OpID: o.id, Fingerprint: o.fp,
 		Attempts: o.attempts, Waited: o.waited, Duration: d, Err: o.err,
 	})
 }
@@ -91,13 +69,13 @@ func (t *tool) report(ctx context.Context, call *adapter.Call, o *op, outcome Ou
 // report writes e, how a call ended, to the log record and tells the
 // tracer, for the tools registered with AddTool and the guarded ones alike.
 func (c *config) report(ctx context.Context, e Event) {
-	if level := levelOf(e.Outcome, e.Code); c.logger.Enabled(ctx, level) {
+	if level := levelOf(e.Code); c.logger.Enabled(ctx, level) {
 		attrs := make([]slog.Attr, 0, 11)
-		attrs = append(attrs, slog.String("tool", e.Tool), slog.String("outcome", string(e.Outcome)))
+		attrs = append(attrs, slog.String("tool", e.Tool), slog.String("outcome", e.Outcome()))
 		if e.Code != "" {
 			attrs = append(attrs, slog.String("code", string(e.Code)))
 		}
-		attrs = append(attrs, slog.Bool("replayed", e.Outcome == OutcomeReplay))
+		attrs = append(attrs, slog.Bool("replayed", e.Replayed))
 		if e.Scope != "" {
 			attrs = append(attrs, slog.String("scope", e.Scope))
 		}
@@ -124,30 +102,22 @@ func (c *config) report(ctx context.Context, e Event) {
 	}
 }
 
-// outcomeOf is how a call ended: answered with a, or refused.
-func outcomeOf(a *answer, refused *Error) (Outcome, Code) {
-	code := a.errorCode()
+// codeOf is the code a call was answered with, a refusal's or the
+// handler's error result's; "" for an answer.
+func codeOf(a *answer, refused *Error) Code {
 	if refused != nil {
-		code = refused.Code
+		return refused.Code
 	}
-	switch {
-	case code == CodeUnknownOutcome:
-		return OutcomeUnknown, code
-	case code != "":
-		return OutcomeRefused, code
-	case a.replayed:
-		return OutcomeReplay, ""
-	}
-	return OutcomeFirst, ""
+	return a.errorCode()
 }
 
 // levelOf is the level of a call's log record: Info for answers and for
 // refusals the caller can act on; Warn for a reused op id (a client bug)
 // and contention (busy, contended); Error for internal errors and unknown
 // outcomes, which an operator must look at.
-func levelOf(outcome Outcome, code Code) slog.Level {
+func levelOf(code Code) slog.Level {
 	switch {
-	case outcome == OutcomeUnknown || code == CodeInternal:
+	case code == CodeUnknownOutcome || code == CodeInternal:
 		return slog.LevelError
 	case code == CodeKeyReused || code == CodeBusy || code == CodeContended:
 		return slog.LevelWarn

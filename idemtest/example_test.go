@@ -56,7 +56,7 @@ func newLedger(ctx context.Context) (*idemtest.Subject, error) {
 	idem.AddTool(srv, &mcp.Tool{Name: "add_expense"}, s, addToTotal, idem.RequireOpID())
 	return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 		var t total
-		err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) (err error) {
+		err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) (err error) {
 			t, err = readTotal(ctx, tx)
 			return err
 		})

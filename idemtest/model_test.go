@@ -72,7 +72,7 @@ func newBudgets(keys ...string) func(ctx context.Context) (*idemtest.Subject, er
 		}, idem.RecordKeys(keys...), idem.OpID())
 		return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 			all := map[string]budget{}
-			err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				_, err := tx.Get(ctx, index, &all)
 				return err
 			})

@@ -90,7 +90,7 @@ func safeSubject(freshes *int) func(ctx context.Context) (*idemtest.Subject, err
 		idem.AddTool(srv, &mcp.Tool{Name: "add"}, s, addToTotal, idem.RequireOpID())
 		return &idemtest.Subject{Server: srv, State: func(ctx context.Context) (any, error) {
 			state := map[string]any{}
-			err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				t, err := readTotal(ctx, tx)
 				if err != nil {
 					return err

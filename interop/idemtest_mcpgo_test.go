@@ -116,7 +116,7 @@ func (tr *mcpgoTracker) state(ctx context.Context) (any, error) {
 		return map[string][]string{"issues": tr.issues, "comments": tr.comments}, nil
 	}
 	out := map[string][]string{}
-	err := idem.Run(ctx, tr.store, func(ctx context.Context, tx idem.Tx) error {
+	err := idem.New(tr.store, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		for _, coll := range []string{"issues", "comments"} {
 			var list []string
 			if _, err := tx.Get(ctx, idem.Key{Collection: coll, ID: "all"}, &list); err != nil && !errors.Is(err, idem.ErrNotFound) {

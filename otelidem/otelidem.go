@@ -181,8 +181,8 @@ type callAttrs struct {
 func (t *Tracer) EndCall(ctx context.Context, e idem.Event) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(
-			keyOutcome.String(string(e.Outcome)),
-			keyReplayed.Bool(e.Outcome == idem.OutcomeReplay),
+			keyOutcome.String(e.Outcome()),
+			keyReplayed.Bool(e.Replayed),
 		)
 		if e.OpID != "" {
 			span.SetAttributes(keyOpIDHash.String(hashOpID(e.OpID)))
@@ -203,7 +203,7 @@ func (t *Tracer) EndCall(ctx context.Context, e idem.Event) {
 		return
 	}
 	tool := keyToolName.String(e.Tool)
-	out := keyOutcome.String(string(e.Outcome))
+	out := keyOutcome.String(e.Outcome())
 	if e.Code != "" {
 		t.calls.Add(ctx, 1, metric.WithAttributes(tool, out, keyCode.String(string(e.Code))))
 	} else {

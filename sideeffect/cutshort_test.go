@@ -23,7 +23,7 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New(nil)
 	fx := sideeffect.New(s, nil)
-	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+	if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		return fx.Intend(ctx, tx, "post.1", map[string]string{"text": "hi"})
 	}); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestPostCutShortByTheLeaseIsUnknown(t *testing.T) {
 		t.Errorf("delivered %d times, want 1", delivered.Load())
 	}
 	// A post that fails on its own (the target refused it) is released.
-	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+	if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		return fx.Intend(ctx, tx, "post.2", "x")
 	}); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestPostTimingOutOnItsOwnIsUnknown(t *testing.T) {
 		&url.Error{Op: "Post", URL: "http://127.0.0.1/x", Err: timeoutErr{}},
 	} {
 		key := fmt.Sprintf("post.t%d", i)
-		if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+		if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			return fx.Intend(ctx, tx, key, "x")
 		}); err != nil {
 			t.Fatal(err)

@@ -22,7 +22,7 @@ func Example() {
 		return "https://example.net/p/1", nil
 	}
 	publish := func() error {
-		return idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+		return idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 			story := map[string]string{"slug": "hello", "title": "Hello"}
 			if err := tx.Put(ctx, idem.Key{Collection: "stories", ID: "hello"}, story); err != nil {
 				return err

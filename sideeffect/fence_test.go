@@ -25,7 +25,7 @@ func TestReleaseFencedWhileNewOwnerPosts(t *testing.T) {
 	var clk fenceClock
 	clk.n.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	fx := sideeffect.New(s, &sideeffect.Options{Clock: clk.now, Lease: time.Minute})
-	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+	if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		return fx.Intend(ctx, tx, "k", "p")
 	}); err != nil {
 		t.Fatal(err)

@@ -57,11 +57,11 @@ func TestIntendLosingTheIndexCreateRaceIsRetried(t *testing.T) {
 	fx := New(mem, nil)
 	s := &interleave{Store: mem}
 	s.before = func() {
-		if err := idem.Run(ctx, mem, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, a, "A") }); err != nil {
+		if err := idem.New(mem, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, a, "A") }); err != nil {
 			t.Fatalf("Intend A: %v", err)
 		}
 	}
-	if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, b, "B") }); err != nil {
+	if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, b, "B") }); err != nil {
 		t.Fatalf("Intend B lost the race to create the index and failed: %v", err)
 	}
 	ms, err := fx.List(ctx, Pending)

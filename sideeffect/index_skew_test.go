@@ -53,7 +53,7 @@ func keysInShard(shard, n int, pad int) []string {
 func intend(t *testing.T, s idem.Store, key string) {
 	t.Helper()
 	fx := New(s, nil)
-	if err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, key, "p") }); err != nil {
+	if err := idem.New(s, nil).Run(context.Background(), func(ctx context.Context, tx idem.Tx) error { return fx.Intend(ctx, tx, key, "p") }); err != nil {
 		t.Fatalf("Intend %s: %v", key, err)
 	}
 }
@@ -98,7 +98,7 @@ func TestIntendReadSkewIsRetried(t *testing.T) {
 			}
 		}
 	}
-	err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+	err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		if err := tx.Put(ctx, idem.Key{Collection: "stories", ID: "s1"}, "business"); err != nil {
 			return err
 		}

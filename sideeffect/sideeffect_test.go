@@ -117,7 +117,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			check("Once", err)
 			_, err = fx.Get(ctx, key)
 			check("Get", err)
-			check("PostAfterCommit", idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			check("PostAfterCommit", idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				return fx.PostAfterCommit(ctx, key, mustNotPost(t), nil)
 			}))
 		})

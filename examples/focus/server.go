@@ -654,7 +654,7 @@ func (f *focus) endFocus(ctx context.Context, tx idem.Tx, req *mcp.CallToolReque
 		return nil, Ended{}, err
 	}
 	id, err := f.resolve(ctx, tx, req, in.SessionID, in.Device, in.EndAt != "")
-	if idem.CodeOf(err) == target.CodeAmbiguous && in.EndAt == "" && !idem.Queued(req) {
+	if idem.CodeOf(err) == target.CodeAmbiguous && in.EndAt == "" && !target.Queued(req) {
 		// Nothing runs on the device: a repeat of its last stop, within
 		// the window, is answered that stop.
 		if last, ver, lerr := get[lastStop](ctx, tx, key(req, colLastStop, in.Device)); lerr == nil && ver != 0 && f.now().Sub(last.At) < retryWindow {

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/sdk/idem"
+	"github.com/idemkit/sdk/idem/internal/adapter"
 )
 
 // CodeAmbiguous: a close or delete named no record and the server would not
@@ -42,7 +43,7 @@ func Resolve(q Query) (string, error) {
 		return q.ID, nil
 	}
 	owned := candidates(q.Owned)
-	q.Queued = q.Queued || idem.Queued(q.Request)
+	q.Queued = q.Queued || Queued(q.Request)
 	if !q.Queued && len(owned) == 1 {
 		return owned[0].ID, nil
 	}
@@ -57,6 +58,16 @@ func Resolve(q Query) (string, error) {
 		msg = "more than one record is running: send the id of the one you mean"
 	}
 	return "", &idem.Error{Code: CodeAmbiguous, Message: msg, Candidates: all}
+}
+
+// Queued reports whether req carries an op id, as the op_id argument or in
+// _meta, well formed or not: such a call is queued or replayed, and names
+// its record.
+func Queued(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Params == nil {
+		return false
+	}
+	return adapter.HasOpID(&adapter.Call{Arguments: req.Params.Arguments, Meta: req.Params.Meta})
 }
 
 // candidates sorts cs by id, drops those without an id, and keeps the first

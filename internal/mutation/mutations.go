@@ -1688,7 +1688,7 @@ var mutations = []mutation{
 		Name:   "focus/stop-repeat-answered",
 		Guards: "a stop without a session id sent again from its device, with nothing running there, is answered that stop, not refused",
 		File:   "examples/focus/server.go",
-		From:   `if idem.CodeOf(err) == target.CodeAmbiguous && in.EndAt == "" && !idem.Queued(req) {`,
+		From:   `if idem.CodeOf(err) == target.CodeAmbiguous && in.EndAt == "" && !target.Queued(req) {`,
 		To:     `if false {`,
 		Pkg:    "./examples/focus",
 		Run:    "^TestStopRepeatWithinTheWindow$",

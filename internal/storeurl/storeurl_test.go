@@ -25,13 +25,13 @@ func TestOpenEveryKind(t *testing.T) {
 			}
 			defer done()
 			key := idem.Key{Collection: "things", ID: "a"}
-			if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				return tx.Create(ctx, key, map[string]int{"n": 1})
 			}); err != nil {
 				t.Fatal(err)
 			}
 			var got map[string]int
-			if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				_, err := tx.Get(ctx, key, &got)
 				return err
 			}); err != nil || got["n"] != 1 {
@@ -91,7 +91,7 @@ func TestSweepEvery(t *testing.T) {
 				t.Fatalf("%T does not sweep", s)
 			}
 			expires := time.Now().Add(1200 * time.Millisecond)
-			if err := idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+			if err := idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 				return tx.Put(ctx, idem.Key{Collection: "answers", ID: "a"}, map[string]int{"n": 1}, backend.WithExpiry(expires))
 			}); err != nil {
 				t.Fatal(err)

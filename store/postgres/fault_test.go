@@ -185,7 +185,7 @@ END $$`, fn),
 	pids := make(chan uint32, 1)
 	var unknown atomic.Int32
 	guard := idem.New(b.store, &idem.Options{Tracer: onCallEnd(func(ev idem.Event) {
-		if ev.Outcome == idem.OutcomeUnknown && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
+		if ev.Outcome() == "unknown" && errors.Is(ev.Err, idem.ErrUnknownOutcome) {
 			unknown.Add(1)
 		}
 	})})

@@ -21,7 +21,7 @@ func TestContextOfAFinishedRunStartsRuns(t *testing.T) {
 	ctx := context.Background()
 	k := idem.Key{Collection: "c", ID: "k"}
 	var kept context.Context
-	err = idem.Run(ctx, s, func(ctx context.Context, tx idem.Tx) error {
+	err = idem.New(s, nil).Run(ctx, func(ctx context.Context, tx idem.Tx) error {
 		kept = ctx
 		if err := s.Run(ctx, func(ctx context.Context, tx idem.Tx) error { return nil }); err == nil {
 			t.Error("a Run from inside fn, with fn's context, was not refused")

@@ -641,7 +641,7 @@ func seRollback(t *testing.T, h Harness) {
 	s, _, fx := seNew(t, h)
 	const key = "rolled-back"
 	errAbort := errors.New("abort the write")
-	err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
+	err := idem.New(s, nil).Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
 		if err := tx.Put(ctx, idem.Key{Collection: "se_posts", ID: "p1"}, map[string]string{"title": "t"}); err != nil {
 			return err
 		}
@@ -679,7 +679,7 @@ func seRepeatedWrite(t *testing.T, h Harness) {
 	write := func() (string, error) {
 		var ref string
 		var postErr error
-		err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
+		err := idem.New(s, nil).Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
 			if err := tx.Put(ctx, idem.Key{Collection: "se_stories", ID: "my-slug"}, map[string]string{"title": "t"}); err != nil {
 				return err
 			}
@@ -703,7 +703,7 @@ func seRepeatedWrite(t *testing.T, h Harness) {
 	}
 
 	// The same key with another payload is refused and rolls the write back.
-	err := idem.Run(context.Background(), s, func(ctx context.Context, tx idem.Tx) error {
+	err := idem.New(s, nil).Run(context.Background(), func(ctx context.Context, tx idem.Tx) error {
 		return fx.Intend(ctx, tx, key, map[string]string{"slug": "other"})
 	})
 	if !errors.Is(err, sideeffect.ErrPayloadMismatch) || !errors.Is(err, idem.ErrExists) {
