@@ -35,6 +35,14 @@ func Of(args json.RawMessage) (string, error) {
 	if !utf8.Valid(args) {
 		return "", errors.New("argsfp: arguments are not valid UTF-8")
 	}
+	if fp, ok := ofFlat(args); ok {
+		return fp, nil
+	}
+	return ofDecoded(args)
+}
+
+// ofDecoded is [Of] for valid UTF-8, by decoding and writing back.
+func ofDecoded(args []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var obj map[string]any

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/gowebpki/jcs"
+
+	"unicode/utf8"
 )
 
 func TestOf(t *testing.T) {
@@ -158,6 +160,46 @@ func TestOfDropsOnlyTopLevelOpID(t *testing.T) {
 	} {
 		if fp(c[0]) == fp(c[1]) {
 			t.Errorf("Of(%s) == Of(%s)", c[0], c[1])
+		}
+	}
+}
+
+// ofFlat, where it is sure, gives Of's fingerprint by decoding, for the
+// valid UTF-8 Of hands it.
+func FuzzOfFlat(f *testing.F) {
+	for _, seed := range []string{
+		`{"text":"hello","op_id":"op-1"}`, `{ "b" : "x", "a" : 1 }`, `{}`, ` { } `, `{"a":0,"a":1}`,
+		`{"n":-0.5e+10,"t":true,"f":false,"z":null}`, `{"n":01}`, `{"n":1.}`, `{"n":-}`, `{"s":"a\u00e9"}`,
+		`{"s":"<&>"}`, "{\"s\":\"\u2028\"}", `{"a":"x",}`, `{"a":"x"} {}`, `{"a":[1]}`, `{"a":{"b":1}}`,
+		`{"a":"x" "b":1}`, `{"a" "x"}`, `{"op_id":1,"a":2}`, `{"é":1,"e":2}`, `{"a":tru}`, `{"a":1e}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		if !utf8.Valid(args) {
+			return
+		}
+		fp, ok := ofFlat(args)
+		if !ok {
+			return
+		}
+		want, err := ofDecoded(args)
+		if err != nil || fp != want {
+			t.Fatalf("%q: ofFlat gave %s, decoding gives %s, %v", args, fp, want, err)
+		}
+	})
+}
+
+// The usual arguments take the flat path: without it FuzzOfFlat could pass
+// with ofFlat never sure.
+func TestOfFlatTakesUsualArguments(t *testing.T) {
+	for _, args := range []string{
+		`{"text":"hello","op_id":"op-1"}`,
+		`{"owner":"acme","repo":"web","issue_number":42,"body":"Looks good to me <3","draft":false,"milestone":null}`,
+		"{\n  \"title\": \"héllo wörld\",\n  \"n\": -1.5e3\n}",
+	} {
+		if _, ok := ofFlat([]byte(args)); !ok {
+			t.Errorf("%s: not taken", args)
 		}
 	}
 }
