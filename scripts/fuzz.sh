@@ -21,6 +21,7 @@ targets=(
   "./idem FuzzToolCall"
   "./idem FuzzValidateOpID"
   "./internal/argsfp FuzzOf"
+  "./internal/argsfp FuzzOfFlat"
   "./idem FuzzFastCheck"
   "./internal/oprecord FuzzRecordUnmarshalJSON"
   "./merge FuzzRulesAreJoins"
