@@ -302,7 +302,7 @@ func (g *Guard) claim(ctx context.Context, o *outcall) (claimState, *oprecord.Re
 		_, err := tx.Get(ctx, o.key, rec)
 		if errors.Is(err, ErrNotFound) {
 			if q := g.c.quota; q != nil {
-				if err := q.charge(ctx, tx, o.scope, int64(len(claim.Args)), now, claim.ExpiresAt, true); err != nil {
+				if err := q.charge(ctx, tx, o.scope, now, true, usageChange{int64(len(claim.Args)), claim.ExpiresAt}); err != nil {
 					return err
 				}
 			}
@@ -441,14 +441,19 @@ func (g *Guard) settle(ctx context.Context, k Key, token string, next *oprecord.
 		if rec.State == "" || rec.Token != token {
 			return errFenced
 		}
-		if next == nil {
-			return tx.Delete(ctx, k, v)
-		}
-		if q := g.c.quota; q != nil && next.State == "" {
-			// The effect has happened: its answer is kept whatever the bound.
-			if err := q.charge(ctx, tx, next.Scope, int64(len(next.Result)), g.c.now(), next.ExpiresAt, false); err != nil {
+		if q := g.c.quota; q != nil && (next == nil || next.State == "") {
+			// The claim's arguments are no longer kept; the answer, once
+			// the effect has happened, is, whatever the bound.
+			changes := []usageChange{{-int64(len(rec.Args)), rec.ExpiresAt}}
+			if next != nil {
+				changes = append(changes, usageChange{int64(len(next.Result)), next.ExpiresAt})
+			}
+			if err := q.charge(ctx, tx, rec.Scope, g.c.now(), false, changes...); err != nil {
 				return err
 			}
+		}
+		if next == nil {
+			return tx.Delete(ctx, k, v)
 		}
 		return tx.Update(ctx, k, v, next, backend.WithExpiry(next.ExpiresAt))
 	})

@@ -105,8 +105,9 @@ type Options struct {
 	// says when older answers will have expired. A stored answer counts
 	// until its record expires (TTL), plus at most a sixteenth of the TTL.
 	// A replay is never refused. A guarded tool's call is refused before
-	// its handler runs when its arguments would pass the bound; its answer,
-	// whose effect has happened, is kept and counted whatever its size, so
+	// its handler runs when its arguments, which its claim keeps until the
+	// call is settled, would pass the bound; its answer, whose effect has
+	// happened, is kept and counted whatever its size, so
 	// the calls of a scope in progress at once can pass the bound by their
 	// answers. Each call that stores an answer then also reads and writes
 	// its scope's usage document, so a scope's calls at once take turns on

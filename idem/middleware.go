@@ -420,7 +420,7 @@ func (t *tool) createRecord(ctx context.Context, tx Tx, o *op, a *answer, attemp
 		Attempt: attempt,
 	}
 	if q := t.c.quota; q != nil {
-		if err := q.charge(ctx, tx, o.scope, int64(len(rec.Result)+len(rec.OutputText)), now, rec.ExpiresAt, true); err != nil {
+		if err := q.charge(ctx, tx, o.scope, now, true, usageChange{int64(len(rec.Result) + len(rec.OutputText)), rec.ExpiresAt}); err != nil {
 			return err
 		}
 	}

@@ -30,10 +30,17 @@ func newQuota(limit int64, ttl time.Duration) *quota {
 	return &quota{max: limit, width: max(ttl/16, time.Second).Truncate(time.Second)} // whole seconds, as buckets are kept
 }
 
-// charge counts, in tx, n more bytes kept by scope until expires. With
-// check, a charge that would take the scope past the bound counts nothing
-// and returns quota_exceeded, which rolls tx back.
-func (q *quota) charge(ctx context.Context, tx Tx, scope string, n int64, now, expires time.Time, check bool) error {
+// A usageChange is bytes a scope keeps from now until expires, or, when
+// negative, bytes it no longer keeps that were counted until expires.
+type usageChange struct {
+	bytes   int64
+	expires time.Time
+}
+
+// charge counts, in tx, what scope keeps more or no longer keeps. With
+// check, changes that would take the scope past the bound count nothing
+// and return quota_exceeded, which rolls tx back.
+func (q *quota) charge(ctx context.Context, tx Tx, scope string, now time.Time, check bool, changes ...usageChange) error {
 	k := oprecord.UsageKey(scope)
 	var u oprecord.Usage
 	// Put writes what Get read changed: the transaction, serializable on
@@ -42,20 +49,32 @@ func (q *quota) charge(ctx context.Context, tx Tx, scope string, n int64, now, e
 		return err
 	}
 	u.Buckets = slices.DeleteFunc(u.Buckets, func(b oprecord.UsageBucket) bool { return b.Until <= now.Unix() })
-	var held int64
+	var held, n int64
 	for _, b := range u.Buckets {
 		held += b.Bytes
 	}
-	if check && held+n > q.max {
+	for _, c := range changes {
+		n += c.bytes
+	}
+	if check && n > 0 && held+n > q.max {
 		return q.refusal(u.Buckets, held, n, now)
 	}
-	until := expires.Truncate(q.width).Add(q.width).Unix() // the end of expires' bucket
-	i, ok := slices.BinarySearchFunc(u.Buckets, until, func(b oprecord.UsageBucket, t int64) int { return cmp.Compare(b.Until, t) })
-	if !ok {
-		u.Buckets = slices.Insert(u.Buckets, i, oprecord.UsageBucket{Until: until})
+	for _, c := range changes {
+		until := c.expires.Truncate(q.width).Add(q.width).Unix() // the end of expires' bucket
+		i, ok := slices.BinarySearchFunc(u.Buckets, until, func(b oprecord.UsageBucket, t int64) int { return cmp.Compare(b.Until, t) })
+		switch {
+		case !ok && c.bytes < 0:
+			continue // its bucket has expired: nothing of it is counted
+		case !ok:
+			u.Buckets = slices.Insert(u.Buckets, i, oprecord.UsageBucket{Until: until})
+		}
+		u.Buckets[i].Bytes = max(u.Buckets[i].Bytes+c.bytes, 0)
 	}
-	u.Buckets[i].Bytes += n
-	last := time.Unix(u.Buckets[len(u.Buckets)-1].Until, 0) // the document expires with its last bucket
+	u.Buckets = slices.DeleteFunc(u.Buckets, func(b oprecord.UsageBucket) bool { return b.Bytes == 0 })
+	last := now.Add(q.width) // the document expires with its last bucket
+	if len(u.Buckets) > 0 {
+		last = time.Unix(u.Buckets[len(u.Buckets)-1].Until, 0)
+	}
 	return tx.Put(ctx, k, &u, backend.WithExpiry(last))
 }
 

@@ -150,6 +150,32 @@ func TestMaxStoredBytesGuarded(t *testing.T) {
 	}
 }
 
+// TestMaxStoredBytesGuardedArgsFreed: a guarded call's claim counts its
+// arguments, kept for a reconcile, until the claim is settled: an answer
+// (which keeps only its result) or a refusal that certainly did not act
+// (which keeps nothing) gives them back. Under 1,500 bytes, calls of 600
+// bytes of arguments and an answer of about 170 fit several at a time, one
+// after another; were the arguments still counted, the third would not.
+func TestMaxStoredBytesGuardedArgsFreed(t *testing.T) {
+	ctx := ctxFor(t)
+	tr := newTracker(t)
+	guard := idem.New(memory.New(nil), &idem.Options{MaxStoredBytes: 1500})
+	cs := connect(t, trackerServer(tr, guard, idem.Tools{"create_issue": {idem.RequireOpID()}}))
+	body := strings.Repeat("b", 600)
+	for i, title := range []string{"", "", "", "one", "two", "three"} { // no title: the tracker refuses, NotDone
+		res, err := cs.CallTool(ctx, call("create_issue", map[string]any{"title": title, "body": body, "op_id": fmt.Sprint("op-", i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := codeOf(res); code != "" || res.IsError != (title == "") {
+			t.Fatalf("call %d (title %q): code %q, isError %v; want the tracker's answer", i, title, code, res.IsError)
+		}
+	}
+	if tr.Created() != 3 || tr.Posts() != 6 {
+		t.Fatalf("%d issues made of %d posts, want 3 of 6", tr.Created(), tr.Posts())
+	}
+}
+
 // TestMaxStoredBytesAtOnce: calls of one scope at once never store past
 // the bound together: of 16 saves of about 1 KB under 10,000 bytes,
 // exactly nine are answered and the others refused quota_exceeded.
