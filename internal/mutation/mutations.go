@@ -875,6 +875,16 @@ var mutations = []mutation{
 		Needs:  postgres,
 	},
 	{
+		Name:   "postgres/read-turn",
+		Guards: "a Read outside a transaction waits for a connection in its caller's turn, not in the pool's own line",
+		File:   "store/postgres/read.go",
+		From:   "	c, release, err := s.acquire(ctx)",
+		To:     "	c, err := s.pool.Acquire(ctx)\n\trelease := func() { c.Release() }",
+		Pkg:    "./store/postgres",
+		Run:    "^TestReadWaitsItsTurn$",
+		Needs:  postgres,
+	},
+	{
 		Name:   "idem/recent-args-digest",
 		Guards: "a remembered fingerprint is used only for the same bytes of arguments: other arguments under the op id are key_reused",
 		File:   "idem/recent.go",
