@@ -94,87 +94,112 @@ func compileFast(v any) *fastSchema {
 	}
 	fs := &fastSchema{supported: true, maxLen: -1}
 	for k, val := range m {
-		switch k {
-		case "description", "title", "required": // required: below, once properties are known
-		case "type":
-			switch t := val.(type) {
-			case string:
-				if fs.types = typeBits[t]; fs.types == 0 {
-					return unsupported
-				}
-			case []any:
-				for _, e := range t {
-					name, _ := e.(string)
-					bit := typeBits[name]
-					if bit == 0 {
-						return unsupported
-					}
-					fs.types |= bit
-				}
-			default:
-				return unsupported
-			}
-		case "properties":
-			props, ok := val.(map[string]any)
-			if !ok || len(props) > 64 {
-				return unsupported
-			}
-			fs.props = make(map[string]*fastSchema, len(props))
-			fs.bit = make(map[string]uint64, len(props))
-			for name, p := range props {
-				fs.props[name] = compileFast(p)
-				fs.bit[name] = 1 << len(fs.bit)
-			}
-		case "additionalProperties":
-			if val == false {
-				fs.closed = true
-			} else if fs.more = compileFast(val); !fs.more.supported {
-				return unsupported
-			}
-		case "items":
-			if fs.items = compileFast(val); !fs.items.supported {
-				return unsupported
-			}
-		case "minLength", "maxLength":
-			n, ok := val.(float64)
-			if !ok || n < 0 || n != float64(int(n)) {
-				return unsupported
-			}
-			if k == "minLength" {
-				fs.minLen = int(n)
-			} else {
-				fs.maxLen = int(n)
-			}
-		case "pattern":
-			p, ok := val.(string)
-			if !ok {
-				return unsupported
-			}
-			re, err := regexp.Compile(p) // as the full validator compiles it
-			if err != nil {
-				return unsupported
-			}
-			fs.pattern = re
-			fs.lo, fs.hi = byteRun(p)
-		default:
+		if !fs.compileKeyword(k, val) {
 			return unsupported
 		}
 	}
-	if req, ok := m["required"]; ok {
-		list, ok := req.([]any)
-		if !ok {
-			return unsupported
-		}
-		for _, e := range list {
-			name, _ := e.(string)
-			bit, known := fs.bit[name]
-			if !known {
-				return unsupported // required but not a property: leave it to the full validator
-			}
-			fs.required |= bit
-		}
+	if req, ok := m["required"]; ok && !fs.compileRequired(req) {
+		return unsupported
 	}
 	return fs
+}
+
+// compileKeyword compiles keyword k of value val into fs, and reports
+// whether the fast check supports it.
+func (fs *fastSchema) compileKeyword(k string, val any) bool {
+	switch k {
+	case "description", "title", "required": // required: compileRequired, once properties are known
+		return true
+	case "type":
+		fs.types = compileTypes(val)
+		return fs.types != 0
+	case "properties":
+		props, ok := val.(map[string]any)
+		if !ok || len(props) > 64 {
+			return false
+		}
+		fs.props = make(map[string]*fastSchema, len(props))
+		fs.bit = make(map[string]uint64, len(props))
+		for name, p := range props {
+			fs.props[name] = compileFast(p)
+			fs.bit[name] = 1 << len(fs.bit)
+		}
+		return true
+	case "additionalProperties":
+		if val == false {
+			fs.closed = true
+			return true
+		}
+		fs.more = compileFast(val)
+		return fs.more.supported
+	case "items":
+		fs.items = compileFast(val)
+		return fs.items.supported
+	case "minLength", "maxLength":
+		n, ok := val.(float64)
+		if !ok || n < 0 || n != float64(int(n)) {
+			return false
+		}
+		if k == "minLength" {
+			fs.minLen = int(n)
+		} else {
+			fs.maxLen = int(n)
+		}
+		return true
+	case "pattern":
+		p, ok := val.(string)
+		if !ok {
+			return false
+		}
+		re, err := regexp.Compile(p) // as the full validator compiles it
+		if err != nil {
+			return false
+		}
+		fs.pattern = re
+		fs.lo, fs.hi = byteRun(p)
+		return true
+	}
+	return false
+}
+
+// compileTypes returns the types a "type" keyword of value val names, or 0
+// for one the fast check does not know.
+func compileTypes(val any) jsonTypes {
+	var names []any
+	switch t := val.(type) {
+	case string:
+		names = []any{t}
+	case []any:
+		names = t
+	}
+	var types jsonTypes
+	for _, e := range names {
+		name, _ := e.(string)
+		bit := typeBits[name]
+		if bit == 0 {
+			return 0
+		}
+		types |= bit
+	}
+	return types
+}
+
+// compileRequired sets the bits of the required properties, and reports
+// false for a list the fast check leaves to the full validator.
+func (fs *fastSchema) compileRequired(req any) bool {
+	list, ok := req.([]any)
+	if !ok {
+		return false
+	}
+	for _, e := range list {
+		name, _ := e.(string)
+		bit, known := fs.bit[name]
+		if !known {
+			return false // required but not a property: leave it to the full validator
+		}
+		fs.required |= bit
+	}
+	return true
 }
 
 // fastValid reports whether the JSON text b, which must be valid JSON,
