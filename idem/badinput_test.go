@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -257,5 +258,32 @@ func TestStatusRefusalIsReported(t *testing.T) {
 	}
 	if events := tr.events(); len(events) != 1 || events[0].Outcome() != "refused" || events[0].Code != idem.CodeInvalidOpID {
 		t.Fatalf("events %+v, want one refused with invalid_op_id", events)
+	}
+}
+
+// A member whose name differs from a property's only in case is not that
+// property, as the go-sdk decodes a tool's input: under a schema that allows
+// other members, {"text":"ok","TEXT":"far too long"} passes the schema with
+// text "ok", and the handler gets "ok", never the value the schema did not
+// check.
+func TestArgumentNamesMatchExactly(t *testing.T) {
+	type in struct {
+		Text string `json:"text"`
+	}
+	var got []string
+	schema := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"text": {Type: "string", MaxLength: new(3)}}}
+	_, h := idem.Tool(&mcp.Tool{Name: "note", InputSchema: schema}, memory.New(nil),
+		func(ctx context.Context, tx idem.Tx, _ *mcp.CallToolRequest, in in) (*mcp.CallToolResult, any, error) {
+			got = append(got, in.Text)
+			return nil, nil, nil
+		}, idem.OpID())
+	for i, args := range []string{`{"text":"ok","TEXT":"far too long"}`, `{"TEXT":"far too long","text":"ok","op_id":"op-1"}`} {
+		res, err := h(context.Background(), &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "note", Arguments: json.RawMessage(args)}})
+		if err != nil || res.IsError {
+			t.Fatalf("call %d: %v %s", i, err, mustJSON(res))
+		}
+	}
+	if fmt.Sprint(got) != "[ok ok]" {
+		t.Errorf("the handler got %q, want the checked text twice", got)
 	}
 }

@@ -133,6 +133,15 @@ var mutations = []mutation{
 		Run:    "^TestOfRefusesWithoutQuoting$",
 	},
 	{
+		Name:   "adapter/decode-exact-names",
+		Guards: "a tool's input is decoded with names matched exactly, so a member the schema did not check cannot fill a field",
+		File:   "idem/internal/adapter/adapter.go",
+		From:   "sjson.Parse(args, &in, sjson.DontMatchCaseInsensitiveStructFields)",
+		To:     "sjson.Parse(args, &in, 0)",
+		Pkg:    "./idem",
+		Run:    "^TestArgumentNamesMatchExactly$",
+	},
+	{
 		Name:   "argsfp/flat-duplicates",
 		Guards: "arguments with two members of one name are not fingerprinted without decoding, which would keep both",
 		File:   "internal/argsfp/flat.go",

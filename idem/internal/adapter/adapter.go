@@ -8,8 +8,11 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
+
+	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/idemkit/sdk/idem/backend"
 )
@@ -119,8 +122,16 @@ func For[In, Out any](h func(ctx context.Context, tx backend.Tx, c *Call, in In)
 		In:  reflect.TypeFor[In](),
 		Out: reflect.TypeFor[Out](),
 		Decode: func(args json.RawMessage) (any, error) {
+			// As the go-sdk decodes a tool's input: segmentio's decoder,
+			// with names matched exactly, as the input schema reads them.
+			// (encoding/json's case-insensitive match would fill a field
+			// from a member the schema did not check, such as "TEXT" for
+			// "text" under a schema that allows other members.)
 			var in In
-			err := json.Unmarshal(args, &in)
+			rest, err := sjson.Parse(args, &in, sjson.DontMatchCaseInsensitiveStructFields)
+			if err == nil && len(rest) != 0 {
+				err = errors.New("adapter: arguments hold more than one JSON value")
+			}
 			return in, err
 		},
 		Call: func(ctx context.Context, tx backend.Tx, c *Call, in any) (Reply, any, error) {
