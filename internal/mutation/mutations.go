@@ -1620,6 +1620,15 @@ var mutations = []mutation{
 		Run:    "^(TestUnmarshalJSONAsEncodingJSON|FuzzRecordUnmarshalJSON)$",
 	},
 	{
+		Name:   "oprecord/decode-escapes",
+		Guards: "an op record with an escape JSON does not have is decoded by encoding/json, which refuses it",
+		File:   "internal/oprecord/decode.go",
+		From:   "	if validEscapes(data) && sjson.Unmarshal(data, (*plain)(r)) == nil {",
+		To:     "	if sjson.Unmarshal(data, (*plain)(r)) == nil {",
+		Pkg:    "./internal/oprecord",
+		Run:    "^FuzzRecordUnmarshalJSON$",
+	},
+	{
 		Name:   "idem/args-nesting-limit",
 		Guards: "arguments nested deeper than encoding/json reads are refused before the fast check and the handler",
 		File:   "idem/opid.go",
