@@ -84,11 +84,13 @@ func (a *answer) errorCode() Code {
 // call answers one tool call, or refuses it. The steps, each a function
 // below, in the order a call takes them:
 //
-//  1. check: the op id, the record keys and the arguments.
-//  2. Without an op id, runPlain: the handler in a transaction; its keyed
-//     writes make a repeat harmless.
-//  3. With one, newOp: the caller's scope and the op record's key; then one
-//     call per op key at a time in this process (flights).
+//  1. check: the op id and the record keys.
+//  2. Without an op id, decode (the arguments against the input schema,
+//     into the handler's In), then runPlain: the handler in a transaction;
+//     its keyed writes make a repeat harmless.
+//  3. With one, newOp: the caller's scope, the op record's key, and decode
+//     unless the arguments are the same bytes as a repeat's answered lately;
+//     then one call per op key at a time in this process (flights).
 //  4. runOp: read the op record first when a repeat is likely; else run the
 //     handler and create the op record in one transaction (transact); answer
 //     a record found on the way as a replay (replay); settle a commit of
