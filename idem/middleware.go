@@ -139,7 +139,7 @@ func (t *tool) check(c *adapter.Call) (opID string, object bool, refused *Error)
 	// arguments fails the schema; named is empty for absent or null
 	// arguments.
 	named, object := parseArgs(raw)
-	if !object {
+	if !object && !absentArgs(raw) {
 		if _, invalid := t.in.check(raw, false); invalid != nil {
 			return "", false, invalid // not a JSON object, or not JSON at all
 		}
